@@ -1,0 +1,25 @@
+"""datarax: shard data across devices and hosts with JAX.
+
+Public modules: `datarax.sharding` (the sharders), `datarax.pipeline` (batches
+through stages) and `datarax.devices` (device set-up for notebooks).
+"""
+
+from datarax import pipeline as pipeline
+from datarax import sharding as sharding
+from datarax.pipeline import ArraySource as ArraySource
+from datarax.pipeline import Pipeline as Pipeline
+from datarax.sharding import ArraySharder as ArraySharder
+from datarax.sharding import JaxProcessSharder as JaxProcessSharder
+from datarax.sharding import JaxProcessSharderModule as JaxProcessSharderModule
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArraySharder",
+    "ArraySource",
+    "JaxProcessSharder",
+    "JaxProcessSharderModule",
+    "Pipeline",
+    "pipeline",
+    "sharding",
+]
