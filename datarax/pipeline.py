@@ -102,7 +102,7 @@ class Pipeline:
     def __init__(
         self,
         *,
-        source: Any,
+        source: Mapping[str, Any] | ArraySource | RandomAccessSource,
         stages: Sequence[Stage] = (),
         batch_size: int,
         rngs: nnx.Rngs | None = None,
@@ -130,7 +130,7 @@ class Pipeline:
                 f"source must be a dict of arrays or have __len__ and __getitem__, got "
                 f"{type(source).__name__}."
             )
-        self.source = source
+        self.source: ArraySource | RandomAccessSource = source
         self.stages = tuple(stages)
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
