@@ -1,13 +1,16 @@
 """datarax: shard data across devices and hosts with JAX.
 
 Public modules: `datarax.sharding` (the sharders), `datarax.pipeline` (batches
-through stages) and `datarax.devices` (device set-up for notebooks).
+through stages), `datarax.prefetch` (place the next batches on devices in the
+background) and `datarax.devices` (device set-up for notebooks).
 """
 
 from datarax import pipeline as pipeline
+from datarax import prefetch as prefetch
 from datarax import sharding as sharding
 from datarax.pipeline import ArraySource as ArraySource
 from datarax.pipeline import Pipeline as Pipeline
+from datarax.prefetch import prefetch_to_device as prefetch_to_device
 from datarax.sharding import ArraySharder as ArraySharder
 from datarax.sharding import JaxProcessSharder as JaxProcessSharder
 from datarax.sharding import JaxProcessSharderModule as JaxProcessSharderModule
@@ -21,5 +24,7 @@ __all__ = [
     "JaxProcessSharderModule",
     "Pipeline",
     "pipeline",
+    "prefetch",
+    "prefetch_to_device",
     "sharding",
 ]
