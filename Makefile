@@ -40,7 +40,7 @@ lint: $(STAMP)
 
 ## make lab: JupyterLab on tutorials/.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=tutorials
+	$(VENV)/bin/jupyter lab --notebook-dir=tutorials --allow-root $(LAB_ARGS)
 
 ## make colab-unit: the unit tests on what Colab's TPU runtime ships, in $(COLAB_VENV).
 $(COLAB_VENV)/.installed: pyproject.toml
