@@ -28,6 +28,13 @@ class DevicePlan:
     message: str
 
 
+def _check_needed(needed: object) -> None:
+    if not isinstance(needed, int) or isinstance(needed, bool) or needed < 1:
+        raise ValueError(
+            f"needed must be a positive int (how many devices the lesson uses), got {needed!r}."
+        )
+
+
 def choose_devices(
     accelerator_platform: str | None, accelerator_count: int, needed: int
 ) -> DevicePlan:
@@ -39,6 +46,7 @@ def choose_devices(
         >>> choose_devices("tpu", 8, 8).platform
         'tpu'
     """
+    _check_needed(needed)
     if accelerator_platform is not None and accelerator_count >= needed:
         return DevicePlan(
             accelerator_platform,
@@ -102,6 +110,7 @@ def setup_devices(needed: int = 8) -> DevicePlan:
         >>> jax.device_count() >= 8
         True
     """
+    _check_needed(needed)
     if _backends_started():
         platform, count = jax.default_backend(), jax.device_count()
         message = f"JAX is already running with {count} {platform.upper()} devices."

@@ -1,9 +1,29 @@
-"""The notebook device set-up decides from a (faked) device list."""
+"""The notebook device set-up, decided and applied from a faked device list.
 
+`choose_devices` is the pure decision. `setup_devices` is tested end to end with the
+accelerator probe faked and the jax config calls recorded, for the runtimes a
+notebook meets on Colab: a one-chip TPU, a CPU-only runtime and an 8-chip TPU. One
+case runs in a fresh interpreter, where JAX has not started yet, to show that the
+recorded calls really give 8 simulated CPU devices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import jax
 import pytest
 
 from datarax import devices
 from datarax.devices import choose_devices
+
+TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 
 
 @pytest.mark.parametrize(
@@ -22,9 +42,171 @@ def test_choose_devices(platform, count, expected_platform, expected_count, phra
     assert phrase in plan.message
 
 
+@pytest.mark.parametrize("needed", [0, -1, 2.0, True, "8"])
+def test_choose_devices_rejects_a_bad_device_count(needed) -> None:
+    with pytest.raises(ValueError, match="needed must be a positive int"):
+        choose_devices(None, 0, needed)
+
+
 def test_setup_reports_running_backend_without_reconfiguring(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(devices, "_probe_accelerators", lambda: pytest.fail("must not probe"))
+    assert jax.device_count() == 8  # starts the backends, as any earlier JAX op would
     assert "already running with 8 CPU devices" in devices.setup_devices(8).message
     assert "restart the kernel" in devices.setup_devices(16).message
+
+
+def _fake_runtime(
+    monkeypatch: pytest.MonkeyPatch,
+    accelerators: tuple[str | None, int] | None,
+    jax_platforms_env: str | None = None,
+) -> tuple[list[tuple[str, object]], list[bool]]:
+    """Fakes a runtime whose JAX has not started; returns (config calls, probe calls).
+
+    `accelerators` is what the probe would find, or None for a runtime without any
+    accelerator plugin (the probe must then not run).
+    """
+    config_calls: list[tuple[str, object]] = []
+    probes: list[bool] = []
+
+    def probe() -> tuple[str | None, int]:
+        probes.append(True)
+        assert accelerators is not None, "probed a runtime that has no accelerator plugin"
+        return accelerators
+
+    monkeypatch.setattr(devices, "_backends_started", lambda: False)
+    monkeypatch.setattr(devices, "_accelerator_plugins_installed", lambda: accelerators is not None)
+    monkeypatch.setattr(devices, "_probe_accelerators", probe)
+    monkeypatch.setattr(
+        jax.config, "update", lambda name, value: config_calls.append((name, value))
+    )
+    if jax_platforms_env is None:
+        monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    else:
+        monkeypatch.setenv("JAX_PLATFORMS", jax_platforms_env)
+    return config_calls, probes
+
+
+CPU_CONFIG = [("jax_platforms", "cpu"), ("jax_num_cpu_devices", 8)]
+
+
+def test_one_chip_tpu_falls_back_to_simulated_cpu_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 1))
+    plan = devices.setup_devices(8)
+    assert probes == [True]
+    assert (plan.platform, plan.num_devices) == ("cpu", 8)
+    assert plan.message == (
+        "Using 8 simulated CPU devices: this runtime has 1 TPU device, and this lesson needs 8."
+    )
+    assert config_calls == CPU_CONFIG
+
+
+def test_cpu_runtime_uses_simulated_devices_without_probing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config_calls, probes = _fake_runtime(monkeypatch, None)
+    plan = devices.setup_devices(8)
+    assert probes == []
+    assert (plan.platform, plan.num_devices) == ("cpu", 8)
+    assert "this runtime has no accelerator" in plan.message
+    assert config_calls == CPU_CONFIG
+
+
+def test_eight_chip_tpu_uses_the_chips_and_leaves_jax_config_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 8))
+    plan = devices.setup_devices(8)
+    assert probes == [True]
+    assert (plan.platform, plan.num_devices) == ("tpu", 8)
+    assert plan.message == "Using the runtime's 8 TPU devices."
+    assert config_calls == []
+
+
+def test_jax_platforms_cpu_skips_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 8), jax_platforms_env="cpu")
+    assert devices.setup_devices(8).platform == "cpu"
+    assert probes == []
+    assert config_calls == CPU_CONFIG
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        ("tpu 8\n", ("tpu", 8)),
+        ("some log line\ngpu 1\n", ("gpu", 1)),
+        ("cpu 1\n", (None, 0)),
+        ("", (None, 0)),
+        (subprocess.TimeoutExpired("python", 1.0), (None, 0)),
+        (subprocess.CalledProcessError(1, "python"), (None, 0)),
+    ],
+)
+def test_probe_reads_the_child_process_answer(
+    monkeypatch: pytest.MonkeyPatch, outcome, expected
+) -> None:
+    def run(*args, **kwargs) -> subprocess.CompletedProcess:
+        if isinstance(outcome, Exception):
+            raise outcome
+        return subprocess.CompletedProcess(args, 0, stdout=outcome, stderr="")
+
+    monkeypatch.setattr(devices.subprocess, "run", run)
+    assert devices._probe_accelerators(timeout_s=1.0) == expected
+
+
+_FRESH_ONE_CHIP_TPU = """
+import json
+import jax
+from datarax import devices
+
+devices._accelerator_plugins_installed = lambda: True
+devices._probe_accelerators = lambda: ("tpu", 1)
+first = devices.setup_devices(8)
+backend, count = jax.default_backend(), jax.device_count()
+again = devices.setup_devices(8)
+print(json.dumps([first.message, backend, count, again.message]))
+"""
+
+
+def test_fresh_interpreter_on_one_chip_tpu_gets_eight_cpu_devices() -> None:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("XLA_FLAGS", "JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_FRESH_ONE_CHIP_TPU)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    first, backend, count, again = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "Using 8 simulated CPU devices: this runtime has 1 TPU device" in first
+    assert (backend, count) == ("cpu", 8)
+    assert again == "JAX is already running with 8 CPU devices."
+
+
+_INSTALL_CELL = """\
+# On Colab or a fresh runtime, install the library; skipped when it is already installed.
+import importlib.util
+
+if importlib.util.find_spec("datarax") is None:
+    %pip install --quiet "datarax-sharding @ git+https://github.com/datarax-sharding/datarax-sharding"
+"""
+
+
+def test_install_cell_installs_this_distribution() -> None:
+    pyproject = tomllib.loads((TUTORIALS.parent / "pyproject.toml").read_text())
+    assert f'"{pyproject["project"]["name"]} @ git+https://' in _INSTALL_CELL
+
+
+def test_every_tutorial_opens_with_the_install_and_device_setup_cells() -> None:
+    for notebook in sorted(TUTORIALS.glob("*.ipynb")):
+        cells = json.loads(notebook.read_text())["cells"]
+        code = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"]
+        assert len(code) >= 2, f"{notebook.name} needs the install and device setup cells"
+        assert code[0].strip() == _INSTALL_CELL.strip(), f"{notebook.name}: install cell"
+        assert "setup_devices(8)" in code[1], f"{notebook.name}: device setup cell"
