@@ -12,6 +12,7 @@ from flax import nnx
 from jax.sharding import Sharding
 
 from datarax.sharding._base import AxisRules, SharderModule
+from datarax.sharding._global import make_global, single_host_shard
 
 Data = TypeVar("Data")
 
@@ -157,5 +158,46 @@ class JaxProcessSharderModule(SharderModule):
         return data[start:stop]
 
     def shard(self, batch: Any, sharding: Sharding) -> Any:
-        """Builds global arrays from this host's `batch` (see issue: multi-host)."""
-        raise NotImplementedError
+        """Builds the global `jax.Array` pytree from this host's part of the batch.
+
+        Every process calls it with its own rows (as `shard_data` returns them) and
+        the same global `sharding`; each leaf becomes one global array, built with
+        ``jax.make_array_from_process_local_data``, whose rows are the hosts' rows in
+        process order. The first call with a new batch signature checks, across
+        processes, that every host passes the same tree structure, per-host shapes,
+        dtypes and sharding; later calls with that signature skip the check, so all
+        processes must call `shard` the same number of times, in the same order. On
+        one process the result is exactly `ArraySharder().shard(batch, sharding)`.
+
+        Args:
+            batch: this host's pytree of numpy arrays, jax arrays or numbers.
+            sharding: the global sharding, usually ``NamedSharding(mesh, P("data"))``
+                over a mesh of all processes' devices.
+
+        Returns:
+            A pytree of the same structure with global `jax.Array` leaves.
+
+        Raises:
+            TypeError: `sharding` is not a Sharding, or a leaf is a string or object.
+            ValueError: hosts disagree on the batch (the message names the leaf and
+                each host's shape), a leaf does not fit the sharding, or this sharder
+                plays a host other than the one it runs on.
+
+        Example:
+            >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+            >>> sharder = JaxProcessSharderModule()
+            >>> local_batch = sharder.shard_data({"label": np.arange(16)})
+            >>> sharder.shard(local_batch, NamedSharding(mesh, P("data")))["label"].shape
+            (16,)
+        """
+        runtime = (jax.process_index(), jax.process_count())
+        if (self.process_index, self.process_count) != runtime:
+            raise ValueError(
+                f"This sharder plays host {self.process_index} of {self.process_count}, but "
+                f"it runs as process {runtime[0]} of {runtime[1]}. shard() builds real "
+                "global arrays, so build the sharder without process_index/process_count "
+                "(use the overrides only with shard_data and bounds)."
+            )
+        if runtime[1] == 1:
+            return single_host_shard(batch, sharding)
+        return make_global(batch, sharding)

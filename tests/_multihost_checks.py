@@ -1,0 +1,153 @@
+"""Functions that every process of a local cluster runs for tests/test_multiprocess.py.
+
+Each returns plain numpy/python values; the test process makes the assertions.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from datarax.pipeline import Pipeline
+from datarax.sharding import JaxProcessSharder
+from datarax.sharding._global import exchange_with_allgather
+
+GLOBAL_ROWS = 16
+
+
+def _global_data() -> dict[str, np.ndarray]:
+    return {
+        "x": np.arange(GLOBAL_ROWS * 3, dtype=np.float32).reshape(GLOBAL_ROWS, 3),
+        "id": np.arange(GLOBAL_ROWS, dtype=np.int32),
+    }
+
+
+def _gather(array: jax.Array) -> np.ndarray:
+    """The whole global array on this host."""
+    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+
+
+def _shards_match(array: jax.Array, expected: np.ndarray) -> bool:
+    return all(
+        np.array_equal(np.asarray(shard.data), expected[shard.index])
+        for shard in array.addressable_shards
+    )
+
+
+def one_d_checks() -> dict[str, Any]:
+    """Bounds, a global batch on a 1D mesh, and jitted reductions over it."""
+    sharder = JaxProcessSharder()
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = NamedSharding(mesh, P("data"))
+    data = _global_data()
+    local = sharder.shard_data(data)
+    batch = sharder.shard(local, sharding)
+    return {
+        "process": (jax.process_index(), jax.process_count(), jax.device_count()),
+        "bounds": sharder.bounds(10),
+        "bounds_keep": JaxProcessSharder(drop_remainder=False).bounds(10),
+        "local_ids": local["id"].tolist(),
+        "global_shape": batch["x"].shape,
+        "global_x": _gather(batch["x"]),
+        "shards_match": _shards_match(batch["x"], data["x"]),
+        "sum": float(jax.jit(jnp_sum)(batch["x"])),
+        "mean": float(jax.jit(jnp_mean)(batch["x"])),
+        "id_sum": int(jax.jit(jnp_sum)(batch["id"])),
+        "again_same": np.array_equal(_gather(sharder.shard(local, sharding)["x"]), data["x"]),
+    }
+
+
+def jnp_sum(x: jax.Array) -> jax.Array:
+    return x.sum()
+
+
+def jnp_mean(x: jax.Array) -> jax.Array:
+    return x.mean()
+
+
+def two_d_checks() -> dict[str, Any]:
+    """A data x model mesh whose 'data' axis spans processes, and one whose 'model' does."""
+    sharder = JaxProcessSharder()
+    matrix = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    devices = np.array(jax.devices()).reshape(jax.process_count(), -1)
+    data_across = Mesh(devices, ("data", "model"))
+    model_across = Mesh(devices.T, ("data", "model"))
+    results: dict[str, Any] = {}
+    rows = sharder.shard_data(matrix)
+    for name, spec in (("rows", P("data", "model")), ("rows_replicated", P("data"))):
+        array = sharder.shard(rows, NamedSharding(data_across, spec))
+        results[name] = (array.shape, _gather(array), _shards_match(array, matrix))
+    # Here each host holds a block of columns (all rows) of the global matrix.
+    per_host_columns = matrix.shape[1] // jax.process_count()
+    start = jax.process_index() * per_host_columns
+    columns = matrix[:, start : start + per_host_columns]
+    array = sharder.shard(columns, NamedSharding(model_across, P("data", "model")))
+    results["columns"] = (array.shape, _gather(array), _shards_match(array, matrix))
+    results["column_sums"] = np.asarray(
+        multihost_utils.process_allgather(jax.jit(lambda m: m.sum(axis=0))(array), tiled=True)
+    )
+    return results
+
+
+def pipeline_checks(seed: int = 0) -> dict[str, Any]:
+    """One shuffled epoch of a per-host pipeline: host slicing, then the shard stage."""
+    sharder = JaxProcessSharder()
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = NamedSharding(mesh, P("data"))
+    rows = 48
+    source = {"id": np.arange(rows, dtype=np.int32), "x": np.arange(rows * 2.0).reshape(rows, 2)}
+    local_ids: list[list[int]] = []
+
+    def remember(local_batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        local_ids.append(local_batch["id"].tolist())
+        return local_batch
+
+    pipeline = Pipeline(
+        source=source,
+        stages=[sharder.shard_data, remember, lambda b: sharder.shard(b, sharding)],
+        batch_size=8,
+        rngs=nnx.Rngs(seed),
+        shuffle=True,
+    )
+    global_ids = [_gather(batch["id"]).tolist() for batch in pipeline]
+    return {"local_ids": local_ids, "global_ids": global_ids, "order": pipeline.epoch_order(0)}
+
+
+def mismatch_checks() -> dict[str, Any]:
+    """Hosts that disagree get a ValueError each; afterwards the cluster still works."""
+    sharder = JaxProcessSharder()
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = NamedSharding(mesh, P("data"))
+    messages = {}
+    rows = 4 if jax.process_index() == 0 else 2
+    cases = {
+        "shape": {"x": np.zeros((rows, 3), np.float32)},
+        "dtype": {"x": np.zeros((4, 3), np.float32 if jax.process_index() else np.int32)},
+        "structure": {"x": np.zeros((4, 3))} if jax.process_index() else {"y": np.zeros((4, 3))},
+        "per_host_rows": {"x": np.zeros((3, 3), np.float32)},
+    }
+    for case, batch in cases.items():
+        try:
+            sharder.shard(batch, sharding)
+            messages[case] = None
+        except ValueError as error:
+            messages[case] = str(error)
+    fine = sharder.shard({"x": np.ones((4, 3), np.float32)}, sharding)
+    texts = exchange_with_allgather(f"hello from {jax.process_index()}" * (1 + jax.process_index()))
+    return {"messages": messages, "after": float(jax.jit(jnp_sum)(fine["x"])), "texts": texts}
+
+
+def raise_on_process_one() -> int:
+    """Process 1 raises; process 0 waits for it in a collective."""
+    print(f"pid {os.getpid()}", flush=True)
+    if jax.process_index() == 1:
+        raise RuntimeError("process one gives up")
+    multihost_utils.sync_global_devices("never completes")
+    return 0

@@ -1,0 +1,158 @@
+"""Real multi-process JAX clusters on 127.0.0.1, started with `datarax.distributed`.
+
+Each cluster is launched once per module (several checks per launch, in
+`_multihost_checks.py`); the assertions run here, in the test process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import _multihost_checks as checks
+import numpy as np
+import pytest
+
+from datarax.distributed import ClusterError, ProcessResult, free_port, launch_local
+
+HERE = Path(__file__).parent
+TWO_BY_TWO = {"num_processes": 2, "devices_per_process": 2, "timeout_s": 90}
+
+
+@pytest.fixture(scope="module")
+def two_hosts() -> list[ProcessResult]:
+    return launch_local(checks.one_d_checks, **TWO_BY_TWO)
+
+
+@pytest.fixture(scope="module")
+def four_hosts() -> list[ProcessResult]:
+    return launch_local(checks.one_d_checks, num_processes=4, devices_per_process=2, timeout_s=90)
+
+
+@pytest.fixture(scope="module")
+def two_d() -> list[ProcessResult]:
+    return launch_local(checks.two_d_checks, **TWO_BY_TWO)
+
+
+@pytest.fixture(scope="module")
+def pipeline_runs() -> list[ProcessResult]:
+    return launch_local(
+        checks.pipeline_checks, num_processes=2, devices_per_process=2, timeout_s=90
+    )
+
+
+@pytest.fixture(scope="module")
+def mismatch() -> list[ProcessResult]:
+    return launch_local(
+        checks.mismatch_checks, num_processes=2, devices_per_process=2, timeout_s=90
+    )
+
+
+@pytest.mark.parametrize("hosts", ["two_hosts", "four_hosts"])
+def test_bounds_and_global_batch(hosts: str, request: pytest.FixtureRequest) -> None:
+    results: list[ProcessResult] = request.getfixturevalue(hosts)
+    count = len(results)
+    data = checks._global_data()
+    per_host = checks.GLOBAL_ROWS // count
+    for result in results:
+        value: dict[str, Any] = result.value
+        index = result.process_index
+        assert value["process"] == (index, count, 2 * count)
+        assert value["bounds"] == (index * (10 // count), (index + 1) * (10 // count))
+        assert value["local_ids"] == list(range(index * per_host, (index + 1) * per_host))
+        assert value["global_shape"] == (checks.GLOBAL_ROWS, 3)
+        np.testing.assert_array_equal(value["global_x"], data["x"])
+        assert value["shards_match"] and value["again_same"]
+        assert value["sum"] == pytest.approx(float(data["x"].sum()))
+        assert value["mean"] == pytest.approx(float(data["x"].mean()))
+        assert value["id_sum"] == int(data["id"].sum())
+    keep = [tuple(r.value["bounds_keep"]) for r in results]
+    assert keep[0][0] == 0 and keep[-1][1] == 10
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(keep))
+
+
+def test_two_d_mesh_across_processes(two_d: list[ProcessResult]) -> None:
+    matrix = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    for result in two_d:
+        for name in ("rows", "rows_replicated", "columns"):
+            shape, gathered, shards_match = result.value[name]
+            assert shape == (8, 4), name
+            np.testing.assert_array_equal(gathered, matrix)
+            assert shards_match, name
+        np.testing.assert_array_equal(result.value["column_sums"], matrix.sum(axis=0))
+
+
+def test_pipeline_hosts_split_each_global_batch(pipeline_runs: list[ProcessResult]) -> None:
+    host0, host1 = (r.value for r in pipeline_runs)
+    order = host0["order"]
+    np.testing.assert_array_equal(order, host1["order"])  # one global permutation
+    assert sorted(order.tolist()) == list(range(48)) and order.tolist() != list(range(48))
+    assert host0["global_ids"] == host1["global_ids"]
+    seen: list[int] = []
+    for step, global_ids in enumerate(host0["global_ids"]):
+        ids0, ids1 = host0["local_ids"][step], host1["local_ids"][step]
+        assert not set(ids0) & set(ids1)
+        assert ids0 + ids1 == global_ids == order[step * 8 : (step + 1) * 8].tolist()
+        seen += global_ids
+    assert sorted(seen) == list(range(48))
+
+
+def test_mismatched_hosts_get_a_clear_error_each(mismatch: list[ProcessResult]) -> None:
+    for result in mismatch:
+        messages = result.value["messages"]
+        assert "batch['x']" in messages["shape"]
+        assert "(4, 3) (float32) on process 0" in messages["shape"]
+        assert "(2, 3) (float32) on process 1" in messages["shape"]
+        assert "int32) on process 0" in messages["dtype"]
+        assert "float32) on process 1" in messages["dtype"]
+        assert "different structure" in messages["structure"]
+        assert "'y'" in messages["structure"] and "'x'" in messages["structure"]
+        assert "3 rows on this host" in messages["per_host_rows"]
+        assert "multiple of 2" in messages["per_host_rows"]
+        assert result.value["after"] == 4 * 3 * 2  # the cluster still works afterwards
+        assert result.value["texts"] == ["hello from 0", "hello from 1hello from 1"]
+
+
+def _assert_gone(outputs: list[str]) -> None:
+    pids = [int(m) for out in outputs for m in re.findall(r"^pid (\d+)", out, re.MULTILINE)]
+    assert len(pids) == len(outputs)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_raising_process_is_reported() -> None:
+    start = time.monotonic()
+    with pytest.raises(ClusterError) as caught:
+        launch_local(checks.raise_on_process_one, num_processes=2, timeout_s=90)
+    assert time.monotonic() - start < 60
+    assert caught.value.process_index == 1
+    message = str(caught.value)
+    assert "Process 1 of 2 raised RuntimeError: process one gives up" in message
+    assert "Process 0 was still running; the launcher stopped it." in message
+    _assert_gone(caught.value.outputs)
+
+
+def test_a_killed_script_process_is_reported() -> None:
+    start = time.monotonic()
+    with pytest.raises(ClusterError) as caught:
+        launch_local(HERE / "_multihost_kill_script.py", args=("a", 1), timeout_s=90)
+    assert time.monotonic() - start < 60
+    assert caught.value.process_index == 1
+    assert "Process 1 of 2 was killed by SIGKILL" in str(caught.value)
+    assert "argv ['a', '1']" in caught.value.outputs[0]
+    _assert_gone(caught.value.outputs)
+
+
+def test_bad_targets_are_refused_before_starting() -> None:
+    with pytest.raises(TypeError, match="lambda"):
+        launch_local(lambda: 0)
+    with pytest.raises(ValueError, match=r"not a \.py file"):
+        launch_local(HERE / "missing.py")
+    with pytest.raises(ValueError, match="num_processes must be a positive int"):
+        launch_local(checks.one_d_checks, num_processes=0)
+    assert 0 < free_port() < 65536
