@@ -86,7 +86,7 @@ class Pipeline:
     Args:
         source: a dict (or other pytree) of equal-length arrays, an `ArraySource`,
             or any object with ``__len__`` and ``__getitem__`` returning records.
-        stages: callables (functions or ``nnx.Module``s) applied to each batch.
+        stages: callables (functions or ``nnx.Module`` instances) applied to each batch.
         batch_size: rows per batch, a positive int.
         rngs: seeds the shuffle; required when ``shuffle=True``.
         shuffle: visit the rows in a new random order every epoch.
