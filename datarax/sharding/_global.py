@@ -57,7 +57,7 @@ def host_signature(batch: Any, sharding: Sharding) -> dict[str, Any]:
 
 def _describe_sharding(sharding: Sharding) -> str:
     if isinstance(sharding, NamedSharding):
-        return f"NamedSharding(mesh={dict(sharding.mesh.shape)}, spec={sharding.spec})"
+        return f"NamedSharding(mesh={dict(sharding.mesh.shape)}, spec={tuple(sharding.spec)})"
     return type(sharding).__name__
 
 
