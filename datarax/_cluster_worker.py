@@ -8,6 +8,7 @@ Everything it prints goes to the file the launcher gave it as stdout.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 import pickle
@@ -51,6 +52,11 @@ def _run_target(job: dict[str, Any]) -> Any:
         namespace: dict[str, Any] = {"__name__": "__datarax_worker__"}
         exec(compile(source, f"<function {name}>", "exec"), namespace)
         function = namespace[name]
+    elif kind == "import":
+        module_name, qualname = payload
+        function: Any = importlib.import_module(module_name)
+        for attribute in qualname.split("."):
+            function = getattr(function, attribute)
     else:
         function = pickle.loads(payload)
     return function(*job["args"], **job["kwargs"])

@@ -85,6 +85,9 @@ def _describe_target(target: Callable[..., Any] | str | os.PathLike[str]) -> tup
             "imports or re-creates it on its own, so define it with `def` at the top level "
             "of a module or a notebook cell, with its imports inside its body."
         )
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if target.__module__ == "__main__" and main_spec is not None:  # run as python -m name
+        return "import", (main_spec.name, qualname)
     if getattr(target, "__module__", None) != "__main__":
         try:  # found by module and name, so every process can import it
             return "reference", pickle.dumps(target)

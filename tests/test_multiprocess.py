@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
 import re
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import _multihost_checks as checks
 import numpy as np
 import pytest
 
-from datarax.distributed import ClusterError, ProcessResult, free_port, launch_local
+from datarax.distributed import (
+    ClusterError,
+    ProcessResult,
+    _describe_target,
+    free_port,
+    launch_local,
+)
 
 HERE = Path(__file__).parent
 TWO_BY_TWO = {"num_processes": 2, "devices_per_process": 2, "timeout_s": 90}
@@ -156,3 +165,17 @@ def test_bad_targets_are_refused_before_starting() -> None:
     with pytest.raises(ValueError, match="num_processes must be a positive int"):
         launch_local(checks.one_d_checks, num_processes=0)
     assert 0 < free_port() < 65536
+
+
+def test_targets_travel_by_reference_by_module_name_or_by_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kind, payload = _describe_target(checks.one_d_checks)
+    assert kind == "reference" and pickle.loads(payload) is checks.one_d_checks
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec("def in_main():\n    return 1\n", namespace)
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name="pkg.tool"))
+    assert _describe_target(namespace["in_main"]) == ("import", ("pkg.tool", "in_main"))
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None)
+    with pytest.raises(TypeError, match="source of in_main cannot be found"):
+        _describe_target(namespace["in_main"])

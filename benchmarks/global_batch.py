@@ -1,0 +1,90 @@
+"""Building a global batch on 2 hosts, against ``jax.device_put`` onto one host's devices.
+
+A local cluster of 2 processes x 4 CPU devices (`datarax.distributed.launch_local`).
+In every process, side by side and interleaved:
+
+- ``JaxProcessSharder.shard(per_host_batch, global_sharding)``: the global
+  ``jax.Array`` over all 8 devices, built from this host's numpy rows;
+- ``jax.device_put(per_host_batch, local_sharding)``: the same rows onto this host's
+  4 devices only, in one process: the cost of the copies alone.
+
+Target: shard / device_put <= 1.2 on every host, for a large and a tiny batch.
+
+    python -m benchmarks.global_batch
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from benchmarks._timing import interleaved, medians, paired_ratio
+from datarax.distributed import launch_local
+from datarax.sharding import JaxProcessSharder
+
+TARGET = 1.2
+
+
+def _per_host_batches() -> dict[str, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(jax.process_index())
+    return {
+        "large (128 x 224x224x3 uint8 per host)": {
+            "image": rng.integers(0, 256, (128, 224, 224, 3), dtype=np.uint8),
+            "label": rng.integers(0, 1000, (128,), dtype=np.int32),
+        },
+        "tiny (8 x 4 float32 per host)": {
+            "image": np.ones((8, 4), np.float32),
+            "label": np.arange(8, dtype=np.int32),
+        },
+    }
+
+
+def measure_on_each_host(rounds: int) -> dict[str, Any]:
+    """Runs on every process of the cluster: median times and the paired ratio."""
+    sharder = JaxProcessSharder()
+    global_sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), P("data"))
+    local_sharding = NamedSharding(Mesh(np.array(jax.local_devices()), ("data",)), P("data"))
+    results = {}
+    for name, batch in _per_host_batches().items():
+        times = interleaved(
+            {
+                "shard": lambda batch=batch: sharder.shard(batch, global_sharding),
+                "device_put": lambda batch=batch: jax.device_put(batch, local_sharding),
+            },
+            rounds,
+            calls_per_sample=1 if batch["image"].nbytes > 1e6 else 20,
+        )
+        results[name] = {
+            "megabytes": sum(leaf.nbytes for leaf in batch.values()) / 1e6,
+            "ms": {key: value * 1e3 for key, value in medians(times).items()},
+            "ratio": paired_ratio(times, "shard", "device_put"),
+        }
+    return results
+
+
+def main(rounds: int = 60) -> dict[str, float]:
+    """Prints each host's times and ratios; returns the worst ratio per batch."""
+    hosts = launch_local(
+        measure_on_each_host, num_processes=2, devices_per_process=4, args=(rounds,), timeout_s=600
+    )
+    worst: dict[str, float] = {}
+    for host in hosts:
+        for name, row in host.value.items():
+            ms = ", ".join(f"{key} {value:.3f} ms" for key, value in row["ms"].items())
+            print(
+                f"host {host.process_index}, {name} ({row['megabytes']:.1f} MB): {ms}; "
+                f"shard / device_put {row['ratio']:.3f}"
+            )
+            worst[name] = max(worst.get(name, 0.0), row["ratio"])
+    for name, ratio in worst.items():
+        verdict = "PASS" if ratio <= TARGET else "MISS"
+        print(f"worst host, {name}: shard / device_put {ratio:.3f} (target <= {TARGET}) {verdict}")
+    return worst
+
+
+if __name__ == "__main__":
+    main()
