@@ -85,8 +85,11 @@ def _describe_target(target: Callable[..., Any] | str | os.PathLike[str]) -> tup
             "imports or re-creates it on its own, so define it with `def` at the top level "
             "of a module or a notebook cell, with its imports inside its body."
         )
-    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if target.__module__ == "__main__" and main_spec is not None:  # run as python -m name
+    main = sys.modules.get("__main__")
+    main_spec = getattr(main, "__spec__", None)
+    if (  # defined in a module run as `python -m name`, so importable by that name
+        main_spec is not None and getattr(target, "__globals__", None) is vars(main)
+    ):
         return "import", (main_spec.name, qualname)
     if getattr(target, "__module__", None) != "__main__":
         try:  # found by module and name, so every process can import it

@@ -172,10 +172,12 @@ def test_targets_travel_by_reference_by_module_name_or_by_source(
 ) -> None:
     kind, payload = _describe_target(checks.one_d_checks)
     assert kind == "reference" and pickle.loads(payload) is checks.one_d_checks
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec("def in_main():\n    return 1\n", namespace)
+    main_globals = vars(sys.modules["__main__"])
+    exec("def in_main():\n    return 1\n", main_globals)
+    in_main = main_globals.pop("in_main")
     monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name="pkg.tool"))
-    assert _describe_target(namespace["in_main"]) == ("import", ("pkg.tool", "in_main"))
-    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None)
-    with pytest.raises(TypeError, match="source of in_main cannot be found"):
-        _describe_target(namespace["in_main"])
+    assert _describe_target(in_main) == ("import", ("pkg.tool", "in_main"))
+    elsewhere: dict[str, Any] = {"__name__": "__main__"}  # like a notebook cell's function
+    exec("def in_cell():\n    return 1\n", elsewhere)
+    with pytest.raises(TypeError, match="source of in_cell cannot be found"):
+        _describe_target(elsewhere["in_cell"])
