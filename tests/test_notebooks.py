@@ -1,0 +1,139 @@
+"""Conventions every tutorial notebook follows; runs over whatever tutorials/*.ipynb exist.
+
+Each notebook is paired with a jupytext md:myst file and in sync with it, is committed
+without outputs, is ruff clean, opens with a Colab badge, goals, the guarded install
+cell and the device setup, and has a hidden quiz answer, an exercise with a solution
+cell, takeaways and a "What's next" section.
+"""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import pytest
+
+TUTORIALS = Path(__file__).parents[1] / "tutorials"
+NOTEBOOKS = sorted(TUTORIALS.glob("[0-9][0-9]_*.ipynb"))
+INSTALL_CELL = """\
+# On Colab or a fresh runtime, install the library; skipped when it is already installed.
+import importlib.util
+
+if importlib.util.find_spec("datarax") is None:
+    %pip install --quiet "datarax-sharding @ git+https://github.com/datarax-sharding/datarax-sharding\""""
+DEVICE_CELL = """\
+import jax
+
+from datarax.devices import setup_devices
+
+print(setup_devices(8).message)"""
+CURRICULUM = [
+    "01_devices_and_meshes",
+    "02_sharding_a_batch",
+    "03_uneven_batches",
+    "04_many_hosts",
+    "05_pipelines",
+    "06_data_parallel_training",
+    "07_performance",
+]
+BADGE = (
+    "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+    "(https://colab.research.google.com/github/datarax-sharding/datarax-sharding/blob/main/"
+    "tutorials/{name})"
+)
+
+
+def _cells(path: Path) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source.strip()) for cell in jupytext.read(path).cells]
+
+
+def _markdown(path: Path) -> str:
+    return "\n\n".join(source for kind, source in _cells(path) if kind == "markdown")
+
+
+def test_there_are_notebooks_and_the_readme_lists_them() -> None:
+    assert NOTEBOOKS, f"no notebooks found in {TUTORIALS}"
+    readme = (TUTORIALS / "README.md").read_text()
+    for name in CURRICULUM:
+        assert f"({name}.ipynb)" in readme, f"tutorials/README.md does not link {name}.ipynb"
+    for notebook in NOTEBOOKS:
+        assert notebook.name in readme, f"tutorials/README.md does not link {notebook.name}"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_paired_with_myst_markdown_and_in_sync(notebook: Path) -> None:
+    twin = notebook.with_suffix(".md")
+    assert twin.exists(), f"{notebook.name} has no paired {twin.name} (jupytext --set-formats)"
+    for path in (notebook, twin):
+        metadata = jupytext.read(path).metadata
+        assert metadata["jupytext"]["formats"] == "ipynb,md:myst", path.name
+        assert metadata["kernelspec"]["name"] == "python3", path.name
+    assert _cells(notebook) == _cells(twin), (
+        f"{notebook.name} and {twin.name} differ: run `jupytext --sync {twin}`"
+    )
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_without_outputs(notebook: Path) -> None:
+    for number, cell in enumerate(json.loads(notebook.read_text())["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [], f"{notebook.name} cell {number} has outputs"
+            assert cell["execution_count"] is None, f"{notebook.name} cell {number} was run"
+
+
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]])
+def test_notebooks_are_ruff_clean(command: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", *command, "--no-cache", *map(str, NOTEBOOKS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=TUTORIALS.parent,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_opens_with_badge_goals_install_and_devices(notebook: Path) -> None:
+    cells = _cells(notebook)
+    code = [number for number, (kind, _) in enumerate(cells) if kind == "code"]
+    assert len(code) >= 2, f"{notebook.name} needs an install and a device-setup cell"
+    intro = "\n\n".join(source for _, source in cells[: code[0]])
+    assert intro.startswith("# "), f"{notebook.name} must open with a '# ' title"
+    assert BADGE.format(name=notebook.name) in intro, f"{notebook.name}: Colab badge missing"
+    goals = intro.partition("In this notebook you will")[2]
+    assert goals, f"{notebook.name}: no 'In this notebook you will' goals before the install cell"
+    count = len(re.findall(r"^\s{0,3}(?:[-*]|\d+\.)\s", goals, flags=re.MULTILINE))
+    assert 3 <= count <= 5, f"{notebook.name} lists {count} goals; list 3 to 5"
+    assert cells[code[0]][1] == INSTALL_CELL, f"{notebook.name}: first code cell is not the install"
+    assert cells[code[1]][1] == DEVICE_CELL, f"{notebook.name}: second code cell is not the setup"
+    between = " ".join(source for _, source in cells[code[0] + 1 : code[1]])
+    assert "simulated" in between, f"{notebook.name}: explain the simulated devices above setup"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_has_takeaways_quiz_exercise_and_next_steps(notebook: Path) -> None:
+    text = _markdown(notebook)
+    assert "**Takeaway:**" in text, f"{notebook.name}: no bold **Takeaway:** line"
+    assert re.search(r"<details>\s*<summary>Answer</summary>.+?</details>", text, re.DOTALL), (
+        f"{notebook.name}: no quiz answer hidden in <details><summary>Answer</summary>"
+    )
+    cells = _cells(notebook)
+    exercise = next(
+        (n for n, (kind, src) in enumerate(cells) if kind == "markdown" and "Exercise" in src),
+        None,
+    )
+    assert exercise is not None, f"{notebook.name}: no Exercise section"
+    assert any(kind == "code" for kind, _ in cells[exercise + 1 :]), (
+        f"{notebook.name}: the exercise has no solution code cell after it"
+    )
+    assert re.search(r"^#+ .*Takeaways", text, re.MULTILINE), f"{notebook.name}: no Takeaways"
+    next_steps = re.split(r"^#+ .*What's next", text, flags=re.MULTILINE)
+    assert len(next_steps) == 2, f"{notebook.name}: no single 'What's next' heading"
+    links = re.findall(r"\]\(([^)]+)\)", next_steps[1])
+    if notebook.stem in CURRICULUM[:-1]:
+        following = CURRICULUM[CURRICULUM.index(notebook.stem) + 1] + ".ipynb"
+        assert following in links, f"{notebook.name}: 'What's next' does not link {following}"
+    assert any("datarax/" in link for link in links), f"{notebook.name}: no link to the API"
