@@ -159,7 +159,7 @@ def plot_sharding(
     for device in sorted(placed, key=lambda d: d.id):
         groups.setdefault(leading(placed[device]), []).append(device)
     rows, cols = (1, shape[0]) if len(shape) == 1 else shape[:2]
-    height = 1.4 if len(shape) == 1 else min(max(width * rows / cols, 2.0), 0.75 * width)
+    height = 1.4 if len(shape) == 1 else min(max(width * rows / cols, 2.0), 0.5 * width)
     # At least _MIN_BLOCK_IN inches per block, so a line of text fits across each one.
     width = max(width, _MIN_BLOCK_IN * len({span[1] for span in groups}))
     height = max(height, _MIN_BLOCK_IN * len({span[0] for span in groups}))
