@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-_GRACE_S = 5.0  # after a failure, how long the others get to finish on their own
+_GRACE_S = 2.0  # after a failure, how long the others get to finish on their own
 _TAIL_LINES = 25
 
 
@@ -260,7 +260,7 @@ def launch_local(
     Raises:
         ClusterError: a process raised, crashed, was killed, never joined, or the run
             exceeded `timeout_s`; the message names the process and shows the tail of
-            its output. Raised within ``_GRACE_S`` (5) seconds of the failure.
+            its output. Raised within ``_GRACE_S`` (2) seconds of the failure.
         TypeError, ValueError: the target or a count is not usable.
 
     Example:
