@@ -11,7 +11,7 @@ export JAX_PLATFORMS ?= cpu
 COLAB_VENV ?= .venv-colab
 COLAB_PINS := jax==0.7.2 jaxlib==0.7.2 flax==0.11.2
 
-.PHONY: venv test unit tutorials lint lab colab-unit clean
+.PHONY: venv test unit tutorials lint lab colab-unit clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m pyright
+
+## make bench: side-by-side benchmarks; writes docs/benchmarks/results.json and PNGs.
+bench: $(STAMP)
+	$(PY) -m benchmarks --out docs/benchmarks
 
 ## make lab: JupyterLab on tutorials/.
 lab: $(STAMP)
