@@ -20,7 +20,11 @@ def _placement(results: dict[str, Any], path: Path) -> None:
     left.bar_label(bars, fmt="%.1f ms", padding=3)
     left.invert_yaxis()
     left.set_xlabel("median time per batch (ms)")
-    left.set_title(f"{large['megabytes']:.1f} MB image batch onto 8 devices")
+    left.set_title(
+        f"{large['megabytes']:.1f} MB image batch onto 8 devices: shard / device_put "
+        f"{large['shard_over_device_put']:.2f}, staged / shard {large['staged_over_shard']:.1f}",
+        fontsize=10,
+    )
     left.set_xlim(0, max(values) * 1.25)
     tiny_names = list(tiny["seconds"])
     tiny_values = [tiny["seconds"][name] * 1e6 for name in tiny_names]
@@ -81,11 +85,16 @@ def _pipeline(results: dict[str, Any], path: Path) -> None:
     values = list(throughput["batches_per_s"].values())
     bars = left.bar(range(len(names)), values, color=["C7", "C0", "C2"])
     left.bar_label(bars, fmt="%.0f", padding=3)
-    left.set_xticks(range(len(names)), [n.replace(" (", "\n(") for n in names], fontsize=8)
+    labels = [
+        n.replace(" (", "\n(").replace(" with ", "\nwith ").replace(" + ", "\n+ ") for n in names
+    ]
+    left.set_xticks(range(len(names)), labels, fontsize=8)
     left.set_ylabel("batches per second (one epoch, no step)")
     left.set_ylim(0, max(values) * 1.2)
     left.set_title(
-        f"{throughput['batches_per_epoch']} batches of {throughput['batch_size']} 32x32x3 images"
+        f"{throughput['batches_per_epoch']} batches of {throughput['batch_size']} 32x32x3 images:"
+        f" shard stage / plain {throughput['shard_stage_throughput_ratio']:.2f}",
+        fontsize=10,
     )
     cases = overlap["cases"]
     labels = [f"T={c['T_ms']:.0f}\nD={c['D_ms']:.0f}" for c in cases]
