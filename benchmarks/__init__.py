@@ -1,1 +1,0 @@
-"""Side-by-side benchmarks of placing batches on devices; run with ``make bench``."""
