@@ -151,3 +151,13 @@ def raise_on_process_one() -> int:
         raise RuntimeError("process one gives up")
     multihost_utils.sync_global_devices("never completes")
     return 0
+
+
+def two_host_checks() -> dict[str, Any]:
+    """Every 2-process check in one cluster, so the tests start it only once."""
+    return {
+        "one_d": one_d_checks(),
+        "two_d": two_d_checks(),
+        "pipeline": pipeline_checks(),
+        "mismatch": mismatch_checks(),
+    }

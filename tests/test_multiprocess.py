@@ -20,6 +20,7 @@ import _multihost_checks as checks
 import numpy as np
 import pytest
 
+from datarax._cluster_report import report
 from datarax.distributed import (
     ClusterError,
     ProcessResult,
@@ -33,8 +34,18 @@ TWO_BY_TWO = {"num_processes": 2, "devices_per_process": 2, "timeout_s": 90}
 
 
 @pytest.fixture(scope="module")
-def two_hosts() -> list[ProcessResult]:
-    return launch_local(checks.one_d_checks, **TWO_BY_TWO)
+def two_host_runs() -> list[ProcessResult]:
+    """One 2-process cluster runs every 2-host check; each test reads its part."""
+    return launch_local(checks.two_host_checks, **TWO_BY_TWO)
+
+
+def _part(runs: list[ProcessResult], name: str) -> list[ProcessResult]:
+    return [ProcessResult(r.process_index, r.value[name], r.output) for r in runs]
+
+
+@pytest.fixture(scope="module")
+def two_hosts(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
+    return _part(two_host_runs, "one_d")
 
 
 @pytest.fixture(scope="module")
@@ -43,22 +54,18 @@ def four_hosts() -> list[ProcessResult]:
 
 
 @pytest.fixture(scope="module")
-def two_d() -> list[ProcessResult]:
-    return launch_local(checks.two_d_checks, **TWO_BY_TWO)
+def two_d(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
+    return _part(two_host_runs, "two_d")
 
 
 @pytest.fixture(scope="module")
-def pipeline_runs() -> list[ProcessResult]:
-    return launch_local(
-        checks.pipeline_checks, num_processes=2, devices_per_process=2, timeout_s=90
-    )
+def pipeline_runs(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
+    return _part(two_host_runs, "pipeline")
 
 
 @pytest.fixture(scope="module")
-def mismatch() -> list[ProcessResult]:
-    return launch_local(
-        checks.mismatch_checks, num_processes=2, devices_per_process=2, timeout_s=90
-    )
+def mismatch(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
+    return _part(two_host_runs, "mismatch")
 
 
 @pytest.mark.parametrize("hosts", ["two_hosts", "four_hosts"])
@@ -181,3 +188,40 @@ def test_targets_travel_by_reference_by_module_name_or_by_source(
     exec("def in_cell():\n    return 1\n", elsewhere)
     with pytest.raises(TypeError, match="source of in_cell cannot be found"):
         _describe_target(elsewhere["in_cell"])
+
+
+def test_report_blames_a_process_that_never_reached_initialize() -> None:
+    culprit, message = report(
+        first=0,
+        reason="",
+        codes=[-6, None],
+        records=[None, None],
+        outputs=["F0101 client.h:80] Terminating process\n    @     0x7f02 absl::Flush()\n", ""],
+        stages=["joining", "starting"],
+    )
+    assert culprit == 1
+    assert message.startswith("Process 1 of 2 never joined the cluster")
+    assert "Process 0 was killed by SIGABRT (it never joined the cluster)." in message
+    assert (
+        "0x7f02"
+        not in report(
+            0, "", [-6, -6], [None, None], ["    @ 0x7f02 f()"] * 2, ["joining", "joining"]
+        )[1]
+    )
+
+
+def test_report_names_a_coordinator_that_died_and_a_time_out() -> None:
+    culprit, message = report(0, "", [-11, 1], [None, None], ["", ""], ["joining", "joining"])
+    assert culprit == 0 and "was killed by SIGSEGV" in message and "port was taken" in message
+    culprit, message = report(
+        None,
+        "the cluster did not finish within 9 s",
+        [0, None],
+        [("ok", 1), None],
+        ["", "still working"],
+        ["joined", "joined"],
+    )
+    assert culprit == 1
+    assert message.startswith("Local JAX cluster failed: the cluster did not finish within 9 s.")
+    assert "Process 1 of 2 was still running; the launcher stopped it." in message
+    assert "| still working" in message and "Process 0 finished." in message
