@@ -15,6 +15,10 @@ Target: shard / device_put <= 1.2 on every host, for a large and a tiny batch.
 
 from __future__ import annotations
 
+import random
+import statistics
+import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -22,11 +26,27 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from benchmarks._timing import interleaved, medians, paired_ratio
 from datarax.distributed import launch_local
 from datarax.sharding import JaxProcessSharder
 
 TARGET = 1.2
+
+
+def _interleaved(
+    candidates: dict[str, Callable[[], Any]], rounds: int, calls: int
+) -> dict[str, list[float]]:
+    """Seconds per call of each candidate: one sample per round, in a shuffled order."""
+    order = random.Random(0)
+    for run in candidates.values():  # warm-up: compile, fill the caches
+        jax.block_until_ready(run())
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(rounds):
+        for name in order.sample(list(candidates), len(candidates)):
+            start = time.perf_counter()
+            for _ in range(calls):
+                jax.block_until_ready(candidates[name]())
+            samples[name].append((time.perf_counter() - start) / calls)
+    return samples
 
 
 def _per_host_batches() -> dict[str, dict[str, np.ndarray]]:
@@ -50,18 +70,19 @@ def measure_on_each_host(rounds: int) -> dict[str, Any]:
     local_sharding = NamedSharding(Mesh(np.array(jax.local_devices()), ("data",)), P("data"))
     results = {}
     for name, batch in _per_host_batches().items():
-        times = interleaved(
+        times = _interleaved(
             {
                 "shard": lambda batch=batch: sharder.shard(batch, global_sharding),
                 "device_put": lambda batch=batch: jax.device_put(batch, local_sharding),
             },
             rounds,
-            calls_per_sample=1 if batch["image"].nbytes > 1e6 else 20,
+            calls=1 if batch["image"].nbytes > 1e6 else 20,
         )
+        pairs = zip(times["shard"], times["device_put"], strict=True)
         results[name] = {
             "megabytes": sum(leaf.nbytes for leaf in batch.values()) / 1e6,
-            "ms": {key: value * 1e3 for key, value in medians(times).items()},
-            "ratio": paired_ratio(times, "shard", "device_put"),
+            "ms": {key: statistics.median(value) * 1e3 for key, value in times.items()},
+            "ratio": statistics.median(a / b for a, b in pairs),  # paired, same round
         }
     return results
 

@@ -2,9 +2,11 @@
 
 Public modules: `datarax.sharding` (the sharders), `datarax.pipeline` (batches
 through stages), `datarax.prefetch` (place the next batches on devices in the
-background) and `datarax.devices` (device set-up for notebooks).
+background), `datarax.distributed` (a local multi-process JAX cluster) and
+`datarax.devices` (device set-up for notebooks).
 """
 
+from datarax import distributed as distributed
 from datarax import pipeline as pipeline
 from datarax import prefetch as prefetch
 from datarax import sharding as sharding
@@ -23,6 +25,7 @@ __all__ = [
     "JaxProcessSharder",
     "JaxProcessSharderModule",
     "Pipeline",
+    "distributed",
     "pipeline",
     "prefetch",
     "prefetch_to_device",

@@ -78,6 +78,7 @@ def main(job_dir: Path, process_index: int) -> int:
             sys.path.insert(0, entry)
     result_file = job_dir / f"result-{process_index}.pkl"
     try:
+        (job_dir / f"joining-{process_index}").touch()
         _join_cluster(job, process_index)
         (job_dir / f"joined-{process_index}").touch()
         value = _run_target(job)

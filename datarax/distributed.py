@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from datarax._cluster_report import read_record, report
+
 _GRACE_S = 2.0  # after a failure, how long the others get to finish on their own
-_TAIL_LINES = 25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,22 +117,12 @@ def _worker_env(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
-def _tail(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    shown = lines[-_TAIL_LINES:]
-    return textwrap.indent("\n".join(shown) or "(no output)", "    | ")
-
-
-def _how_it_ended(code: int | None) -> str:
-    if code is None:
-        return "was still running; the launcher stopped it"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name}"
-    return f"exited with code {code}"
+def _stage(job_dir: Path, index: int) -> str:
+    """How far process `index` got: 'starting', 'joining' or 'joined'."""
+    for stage in ("joined", "joining"):
+        if (job_dir / f"{stage}-{index}").exists():
+            return stage
+    return "starting"
 
 
 def _watch(
@@ -175,49 +166,6 @@ def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
                 os.killpg(process.pid, signal.SIGKILL)
     for process in processes:
         process.wait()
-
-
-def _read_record(path: Path) -> tuple[str, Any] | None:
-    if not path.exists():
-        return None
-    try:
-        return pickle.loads(path.read_bytes())
-    except Exception as error:
-        return "error", f"TypeError: its return value cannot be unpickled here ({error})."
-
-
-def _report(
-    first: int | None,
-    reason: str,
-    codes: Sequence[int | None],
-    records: Sequence[Any],
-    outputs: Sequence[str],
-    joined: Sequence[bool],
-) -> str:
-    count = len(codes)
-    if first is None:  # a time-out: name the first process still running
-        first = next((i for i, code in enumerate(codes) if code is None), 0)
-    lines = []
-    record = records[first]
-    if reason:
-        lines.append(f"Local JAX cluster failed: {reason}.")
-    if record is not None and record[0] == "error":
-        error_line = record[1].strip().splitlines()[-1]
-        lines.append(f"Process {first} of {count} raised {error_line}")
-    else:
-        lines.append(f"Process {first} of {count} {_how_it_ended(codes[first])}.")
-        if first == 0 and not joined[0]:
-            lines.append(
-                "Process 0 runs the coordinator; it died before the cluster formed, which "
-                "happens when its port was taken meanwhile. Run again for a new port."
-            )
-    lines.append(f"Last lines of process {first}'s output:\n{_tail(outputs[first])}")
-    for index in range(count):
-        if index != first:
-            state = "finished" if codes[index] == 0 else _how_it_ended(codes[index])
-            joined_note = "" if joined[index] else " (it never joined the cluster)"
-            lines.append(f"Process {index} {state}{joined_note}.")
-    return "\n".join(lines)
 
 
 def launch_local(
@@ -308,12 +256,12 @@ def launch_local(
         finally:
             _stop(processes)
         outputs = [path.read_text(errors="replace") for path in log_paths]
-        records = [_read_record(job_dir / f"result-{i}.pkl") for i in range(num_processes)]
-        joined = [(job_dir / f"joined-{i}").exists() for i in range(num_processes)]
+        records = [read_record(job_dir / f"result-{i}.pkl") for i in range(num_processes)]
+        stages = [_stage(job_dir, i) for i in range(num_processes)]
     values = [record[1] for record in records if record is not None and record[0] == "ok"]
     if first is not None or reason or len(values) != num_processes:
-        message = _report(first, reason, codes, records, outputs, joined)
-        raise ClusterError(message, first, outputs)
+        culprit, message = report(first, reason, codes, records, outputs, stages)
+        raise ClusterError(message, culprit, outputs)
     return [
         ProcessResult(index, value, output)
         for index, (value, output) in enumerate(zip(values, outputs, strict=True))
