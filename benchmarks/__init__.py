@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of placing batches on devices; run with ``make bench``."""

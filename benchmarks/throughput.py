@@ -1,0 +1,168 @@
+"""Pipeline throughput over an epoch, and how well prefetch overlaps input with a step.
+
+Throughput: batches per second over one epoch of an in-memory source, for a plain
+loop of slicing and ``jax.device_put``, for `Pipeline` with the seed's shard stage,
+and for `Pipeline` wrapped in `prefetch_to_device`.
+
+Overlap: a training step that takes T ms (the host waits for the accelerator, here a
+sleep after the batch is ready) on batches that cost D ms to produce (a numpy
+augmentation) and place. Without prefetch a step costs T + D; with it, max(T, D).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding
+
+from benchmarks._timing import interleaved, medians, paired_ratio
+from benchmarks.placement import data_sharding, image_batch
+from datarax import prefetch_to_device
+from datarax.pipeline import Pipeline
+from datarax.sharding import ArraySharder
+
+
+class _Shard(nnx.Module):
+    """The seed documentation's shard stage."""
+
+    def __init__(self, sharder: ArraySharder, sharding: NamedSharding):
+        self.sharder, self.sharding = sharder, sharding
+
+    def __call__(self, batch: Any) -> Any:
+        return self.sharder.shard(batch, self.sharding)
+
+
+def _consume(batches: Iterable[Any]) -> int:
+    count = 0
+    for batch in batches:
+        jax.block_until_ready(batch)
+        count += 1
+    return count
+
+
+def pipeline_throughput(rows: int = 4096, batch_size: int = 128, rounds: int = 60) -> dict:
+    """Batches per second over one epoch for the three ways of feeding devices."""
+    source, sharding = image_batch(rows, side=32), data_sharding()
+    sharder = ArraySharder()
+    shard_stage = Pipeline(source=source, stages=[_Shard(sharder, sharding)], batch_size=batch_size)
+    host_only = Pipeline(source=source, batch_size=batch_size)
+    num_batches = rows // batch_size
+
+    def plain_loop() -> int:
+        batches = (
+            jax.device_put(
+                {k: v[i * batch_size : (i + 1) * batch_size] for k, v in source.items()}, sharding
+            )
+            for i in range(num_batches)
+        )
+        return _consume(batches)
+
+    times = interleaved(
+        {
+            "plain loop (slice + device_put)": plain_loop,
+            "Pipeline with shard stage": lambda: _consume(shard_stage),
+            "Pipeline + prefetch_to_device": lambda: _consume(
+                prefetch_to_device(host_only, size=2, sharding=sharding)
+            ),
+        },
+        rounds,
+    )
+    seconds = medians(times)
+    plain = "plain loop (slice + device_put)"
+    return {
+        "rows": rows,
+        "batch_size": batch_size,
+        "batches_per_epoch": num_batches,
+        "batches_per_s": {name: num_batches / s for name, s in seconds.items()},
+        # plain time / other time, round by round: the other's throughput relative to plain.
+        "shard_stage_throughput_ratio": paired_ratio(times, plain, "Pipeline with shard stage"),
+        "prefetch_throughput_ratio": paired_ratio(times, plain, "Pipeline + prefetch_to_device"),
+    }
+
+
+def _augment(batch: dict[str, np.ndarray], passes: int) -> dict[str, np.ndarray]:
+    image = batch["image"].astype(np.float32)
+    for _ in range(passes):
+        image = (image[:, ::-1] * np.float32(1 / 255) - np.float32(0.5)) * np.float32(255)
+    return {"image": image, "label": batch["label"]}
+
+
+def _per_step(batches: Iterable[Any], step_s: float, steps: int) -> float:
+    """Mean seconds per step of a loop that waits `step_s` after each batch is ready."""
+    iterator = iter(batches)
+    jax.block_until_ready(next(iterator))  # the first batch: start-up, not steady state
+    start = time.perf_counter()
+    for _ in range(steps):
+        jax.block_until_ready(next(iterator))
+        time.sleep(step_s)
+    elapsed = (time.perf_counter() - start) / steps
+    close = getattr(iterator, "close", None)
+    if callable(close):
+        close()
+    return elapsed
+
+
+def prefetch_overlap(
+    produce_ms: float = 20.0, steps: int = 30, rounds: int = 3, size: int = 2
+) -> dict[str, Any]:
+    """Time per step with and without prefetch, for T = D/2, D and 2D.
+
+    D is calibrated once; each case then measures D again, interleaved with its
+    runs, and compares the prefetch time per step with max(T, that D).
+    """
+    sharding = data_sharding()
+    source = image_batch(64 * (steps + 2), side=64)
+    passes = 1
+
+    def batches() -> Iterable[dict[str, np.ndarray]]:
+        return Pipeline(source=source, stages=[lambda b: _augment(b, passes)], batch_size=64)
+
+    sharder = ArraySharder()
+
+    def serial() -> Iterable[Any]:
+        return (sharder.shard(batch, sharding) for batch in batches())
+
+    # Calibrate the augmentation so one batch costs about produce_ms to make and place.
+    one_pass = _per_step(serial(), 0.0, steps)
+    passes = 5
+    per_pass = max((_per_step(serial(), 0.0, steps) - one_pass) / 4, 1e-5)
+    passes = max(1, 1 + round((produce_ms / 1e3 - one_pass) / per_pass))
+    produce_s = statistics.median(_per_step(serial(), 0.0, steps) for _ in range(5))
+    cases = []
+    for factor in (0.5, 1.0, 2.0):
+        step_s = factor * produce_s
+        samples: dict[str, list[float]] = {"produce": [], "serial": [], "prefetch": []}
+        for _ in range(rounds):
+            samples["produce"].append(_per_step(serial(), 0.0, steps))
+            samples["serial"].append(_per_step(serial(), step_s, steps))
+            samples["prefetch"].append(
+                _per_step(
+                    prefetch_to_device(batches(), size=size, sharding=sharding), step_s, steps
+                )
+            )
+        measured_produce_s = statistics.median(samples["produce"])
+        bound_s = max(step_s, measured_produce_s)
+        prefetch_s = statistics.median(samples["prefetch"])
+        cases.append(
+            {
+                "T_ms": step_s * 1e3,
+                "D_ms": measured_produce_s * 1e3,
+                "serial_ms": statistics.median(samples["serial"]) * 1e3,
+                "prefetch_ms": prefetch_s * 1e3,
+                "bound_ms": bound_s * 1e3,
+                "prefetch_over_bound": prefetch_s / bound_s,
+            }
+        )
+    return {
+        "augment_passes": passes,
+        "calibrated_D_ms": produce_s * 1e3,
+        "steps": steps,
+        "buffer_size": size,
+        "cases": cases,
+    }
