@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Emulates a Binder launch: a fresh venv from binder/requirements.txt (pip run from
+# the repository root, as Binder does), binder/postBuild, then every kernel started
+# through binder/start, which alone must give it 8 simulated CPU devices.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${BINDER_VENV:-.venv-binder}"
+python="${PYTHON:-python3}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# Only binder/start may set these: the check fails if it stops doing so.
+unset XLA_FLAGS JAX_PLATFORMS
+
+want="$(sed -n 's/^python-\([0-9]*\.[0-9]*\).*/\1/p' binder/runtime.txt)"
+have="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+if [[ "$want" != "$have" ]]; then
+  echo "binder/runtime.txt asks for Python $want but $python is $have; set PYTHON=python$want."
+  exit 1
+fi
+
+rm -rf "$venv"
+"$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet -r binder/requirements.txt
+echo "installed from binder/requirements.txt on Python $have"
+
+PATH="$PWD/$venv/bin:$PATH" HOME="$work" bash binder/postBuild
+"$venv/bin/python" - <<'PY'
+import json, sys
+from pathlib import Path
+
+prefix = Path(sys.prefix) / "share" / "jupyter" / "lab"
+overrides = json.loads((prefix / "settings" / "overrides.json").read_text())
+for plugin, values in overrides.items():
+    package, name = plugin.split(":")
+    schema = json.loads((prefix / "schemas" / package / f"{name}.json").read_text())
+    unknown = sorted(set(values) - set(schema["properties"]))
+    assert not unknown, f"{plugin} has no settings {unknown}"
+print("postBuild settings match JupyterLab's schemas:", ", ".join(overrides))
+PY
+
+# A kernel started through binder/start, with no set-up call, sees 8 CPU devices.
+cat > "$work/probe.ipynb" <<'JSON'
+{"cells": [{"cell_type": "code", "execution_count": null, "id": "probe", "metadata": {},
+  "outputs": [], "source": ["import sys, jax\n",
+  "assert (jax.default_backend(), jax.device_count()) == ('cpu', 8), jax.devices()\n",
+  "print(sys.executable, jax.device_count())"]}],
+ "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+ "nbformat": 4, "nbformat_minor": 5}
+JSON
+binder/start timeout 300 "$venv/bin/jupyter" nbconvert --to notebook --execute \
+  --output-dir "$work/out" "$work/probe.ipynb" --log-level=WARN
+grep -q "$venv/bin/python" "$work/out/probe.ipynb" || {
+  echo "the kernel did not run in $venv"; exit 1; }
+echo "a kernel started through binder/start sees 8 CPU devices"
+
+shopt -s nullglob
+notebooks=(tutorials/*.ipynb)
+for notebook in "${notebooks[@]}"; do
+  SECONDS=0
+  binder/start timeout 300 "$venv/bin/jupyter" nbconvert --to notebook --execute \
+    --output-dir "$work/out" "$notebook" --log-level=WARN
+  echo "ran $notebook through binder/start in ${SECONDS}s"
+done
+echo "binder check passed: ${#notebooks[@]} notebooks"
