@@ -14,16 +14,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import tomllib
-from pathlib import Path
 
 import jax
 import pytest
 
 from datarax import devices
 from datarax.devices import choose_devices
-
-TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 
 
 @pytest.mark.parametrize(
@@ -187,26 +183,3 @@ def test_fresh_interpreter_on_one_chip_tpu_gets_eight_cpu_devices() -> None:
     assert "Using 8 simulated CPU devices: this runtime has 1 TPU device" in first
     assert (backend, count) == ("cpu", 8)
     assert again == "JAX is already running with 8 CPU devices."
-
-
-_INSTALL_CELL = """\
-# On Colab or a fresh runtime, install the library; skipped when it is already installed.
-import importlib.util
-
-if importlib.util.find_spec("datarax") is None:
-    %pip install --quiet "datarax-sharding @ git+https://github.com/datarax-sharding/datarax-sharding"
-"""
-
-
-def test_install_cell_installs_this_distribution() -> None:
-    pyproject = tomllib.loads((TUTORIALS.parent / "pyproject.toml").read_text())
-    assert f'"{pyproject["project"]["name"]} @ git+https://' in _INSTALL_CELL
-
-
-def test_every_tutorial_opens_with_the_install_and_device_setup_cells() -> None:
-    for notebook in sorted(TUTORIALS.glob("*.ipynb")):
-        cells = json.loads(notebook.read_text())["cells"]
-        code = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"]
-        assert len(code) >= 2, f"{notebook.name} needs the install and device setup cells"
-        assert code[0].strip() == _INSTALL_CELL.strip(), f"{notebook.name}: install cell"
-        assert "setup_devices(8)" in code[1], f"{notebook.name}: device setup cell"

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import jupytext
@@ -19,10 +20,12 @@ TUTORIALS = Path(__file__).parents[1] / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("[0-9][0-9]_*.ipynb"))
 INSTALL_CELL = """\
 # On Colab or a fresh runtime, install the library; skipped when it is already installed.
+import importlib.metadata
 import importlib.util
 
 if importlib.util.find_spec("datarax") is None:
-    %pip install --quiet "datarax-sharding @ git+https://github.com/datarax-sharding/datarax-sharding\""""
+    %pip install --quiet "datarax-sharding @ git+https://github.com/datarax-sharding/datarax-sharding"
+print("datarax-sharding", importlib.metadata.version("datarax-sharding"))"""
 DEVICE_CELL = """\
 import jax
 
@@ -93,6 +96,13 @@ def test_notebooks_are_ruff_clean(command: list[str]) -> None:
         cwd=TUTORIALS.parent,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_install_cell_installs_this_distribution() -> None:
+    pyproject = tomllib.loads((TUTORIALS.parent / "pyproject.toml").read_text())
+    name = pyproject["project"]["name"]
+    assert f'"{name} @ git+https://' in INSTALL_CELL
+    assert f'importlib.metadata.version("{name}")' in INSTALL_CELL
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)

@@ -4,8 +4,8 @@
 
 Starts JupyterLab the way ``make lab`` does (on 127.0.0.1, a free port, a random
 token), opens the notebook, runs all cells from the Run menu and then asserts that
-every code cell ran, that no cell shows an error, that every cell which gives output
-in a headless run gave it in the browser too, and that the sharding visual of
+every code cell ran and produced output, that no cell shows an error, and that the
+sharding visual of
 ``jax.debug.visualize_array_sharding`` was rendered. Saves screenshots. The whole
 check is bounded by ``--timeout``; the server and its kernels are shut down on every
 exit path. Needs Chromium at /usr/bin/chromium and the ``browser`` extra (playwright).
@@ -124,22 +124,6 @@ def _stop_server(
     return killed
 
 
-def _reference_outputs(notebook: Path, timeout_s: int) -> list[list[dict[str, Any]]]:
-    """Each code cell's outputs in a headless run of the same notebook."""
-    import nbclient
-    import nbformat
-
-    nb = nbformat.read(notebook, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, timeout=timeout_s, resources={"metadata": {"path": notebook.parent}}
-    )
-    try:
-        client.execute()
-    except nbclient.exceptions.CellExecutionError as failure:
-        raise CheckFailed(f"{notebook.name} fails even in a headless run:\n{failure}") from None
-    return [cell.outputs for cell in nb.cells if cell.cell_type == "code"]
-
-
 def _cells_with_rich_output(notebook: dict[str, Any]) -> list[int]:
     """Indexes of cells with an HTML output that names CPU devices (a rich table)."""
     found = []
@@ -215,7 +199,7 @@ def check(notebook: str, notebook_dir: Path | None, timeout_s: int, shots: Path)
         raise CheckFailed(f"{path} does not exist; pass --notebook with a file in {root}.")
     shots.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
-    reference = _reference_outputs(path, timeout_s)
+    in_file = sum(cell["cell_type"] == "code" for cell in json.loads(path.read_text())["cells"])
     port, token = _free_port(), secrets.token_hex(16)
     base = f"http://127.0.0.1:{port}"
     lab_args = [
@@ -257,9 +241,9 @@ def check(notebook: str, notebook_dir: Path | None, timeout_s: int, shots: Path)
         leftovers = _stop_server(server, base, token, kernel_ids)
     code = [cell for cell in state["notebook"]["cells"] if cell["cell_type"] == "code"]
     problems = []
-    if len(code) != len(reference):
-        problems.append(f"the browser shows {len(code)} code cells, the file has {len(reference)}")
-    for number, (cell, expected) in enumerate(zip(code, reference, strict=False), start=1):
+    if len(code) != in_file:
+        problems.append(f"the browser shows {len(code)} code cells, the file has {in_file}")
+    for number, cell in enumerate(code, start=1):
         source = "".join(cell["source"]).strip().splitlines()[:1]
         where = f"code cell {number} ({source[0][:60] if source else 'empty'!r})"
         if not cell.get("execution_count"):
@@ -267,22 +251,17 @@ def check(notebook: str, notebook_dir: Path | None, timeout_s: int, shots: Path)
         for output in cell["outputs"]:
             if output["output_type"] == "error":
                 problems.append(f"{where} raised {output['ename']}: {output['evalue']}")
-        if bool(cell["outputs"]) != bool(expected):
-            problems.append(
-                f"{where} gave {len(cell['outputs'])} outputs in the browser, "
-                f"{len(expected)} in a headless run"
-            )
+        if not cell["outputs"]:
+            problems.append(f"{where} gave no output")
     if not visuals:
         problems.append("no sharding visual (a rich table of CPU devices) was rendered")
     if leftovers:
         problems.append(f"had to kill what the server left behind: {leftovers}")
     if problems:
         raise CheckFailed("\n".join(problems))
-    with_output = sum(bool(cell["outputs"]) for cell in code)
     print(
-        f"{notebook}: {len(code)} code cells ran in Chromium, {with_output} with output "
-        f"(as in a headless run), no errors, {visuals} sharding visual(s); "
-        f"screenshots in {shots}"
+        f"{notebook}: {len(code)} code cells ran in Chromium, each with output, no errors, "
+        f"{visuals} sharding visual(s); screenshots in {shots}"
     )
 
 
