@@ -11,14 +11,18 @@ from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import leaf_shardings
 
 _PLAN_CACHE_SIZE = 1024
-_plans: dict[tuple[Any, ...], tuple[Sharding, ...]] = {}
+_plans: dict[tuple[Any, ...], Sharding | list[Sharding]] = {}
 
 
-def plan_shardings(batch: Any, sharding: Sharding) -> tuple[list[Any], Any, tuple[Sharding, ...]]:
-    """Flattens `batch` and returns (leaves, treedef, one validated sharding per leaf).
+def plan_shardings(
+    batch: Any, sharding: Sharding
+) -> tuple[list[Any], Any, Sharding | list[Sharding]]:
+    """Flattens `batch` and returns (leaves, treedef, the `jax.device_put` target).
 
-    Validation runs once per (structure, leaf shapes and dtypes, sharding); later
-    calls with the same signature cost a flatten and a dictionary lookup.
+    The target is one sharding when every leaf gets the same one (the usual case,
+    and measurably faster to place than a list), else one validated sharding per
+    leaf. Validation runs once per (structure, leaf shapes and dtypes, sharding);
+    later calls with the same signature cost a flatten and a dictionary lookup.
     """
     leaves, treedef = jax.tree_util.tree_flatten(batch)
     signature = tuple(
@@ -30,7 +34,9 @@ def plan_shardings(batch: Any, sharding: Sharding) -> tuple[list[Any], Any, tupl
     except TypeError:  # unhashable, so not a Sharding: validation below says so
         shardings = None
     if shardings is None:
-        shardings = leaf_shardings(batch, sharding)
+        per_leaf = leaf_shardings(batch, sharding)
+        shared = all(leaf is per_leaf[0] for leaf in per_leaf)
+        shardings = per_leaf[0] if per_leaf and shared else list(per_leaf)
         if len(_plans) >= _PLAN_CACHE_SIZE:
             _plans.clear()
         _plans[key] = shardings
@@ -92,7 +98,7 @@ class ArraySharder(SharderModule):
         if not leaves:
             return batch
         try:
-            placed = jax.device_put(leaves, list(shardings))
+            placed = jax.device_put(leaves, shardings)
         except ValueError:
-            placed = jax.device_put([_on_auto_mesh(leaf) for leaf in leaves], list(shardings))
+            placed = jax.device_put([_on_auto_mesh(leaf) for leaf in leaves], shardings)
         return jax.tree_util.tree_unflatten(treedef, placed)
