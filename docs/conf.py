@@ -8,6 +8,7 @@ from its ``.ipynb``; the benchmark page is generated from whatever
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -63,3 +64,20 @@ html_theme_options = {
     "show_toc_level": 2,
 }
 html_last_updated_fmt = None
+
+
+def _init_signature(app, what, name, obj, options, signature, return_annotation):
+    """Show a class's own constructor arguments.
+
+    flax.nnx modules are built by a metaclass whose ``__call__`` takes
+    ``(*args, **kwargs)``; autodoc would show that instead of ``__init__``'s.
+    """
+    if what != "class" or signature != "(*args, **kwargs)":
+        return None
+    params = list(inspect.signature(obj.__init__).parameters.values())[1:]
+    plain = [p.replace(annotation=inspect.Parameter.empty) for p in params]
+    return str(inspect.Signature(plain)), return_annotation
+
+
+def setup(app):
+    app.connect("autodoc-process-signature", _init_signature)
