@@ -6,6 +6,7 @@ Each returns plain numpy/python values; the test process makes the assertions.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import jax
@@ -16,6 +17,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from datarax.pipeline import Pipeline
+from datarax.prefetch import prefetch_to_device
 from datarax.sharding import JaxProcessSharder
 from datarax.sharding._global import exchange_with_allgather
 
@@ -120,6 +122,22 @@ def pipeline_checks(seed: int = 0) -> dict[str, Any]:
     return {"local_ids": local_ids, "global_ids": global_ids, "order": pipeline.epoch_order(0)}
 
 
+def prefetch_checks() -> dict[str, Any]:
+    """Each host's rows, made into global batches by prefetch_to_device's thread."""
+    sharder = JaxProcessSharder()
+    sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), P("data"))
+    local_rows = sharder.shard_data(_global_data())
+    pipeline = Pipeline(source=local_rows, batch_size=2)
+    with prefetch_to_device(pipeline, size=2, sharding=sharding, sharder=sharder) as batches:
+        global_ids = [_gather(batch["id"]).tolist() for batch in batches]
+    # Stopping early: the thread has placed batches ahead; close() must still return.
+    early = prefetch_to_device(pipeline, size=2, sharding=sharding, sharder=sharder)
+    first = _gather(next(early)["id"]).tolist()
+    early.close()
+    left = [thread.name for thread in threading.enumerate() if thread.name == "datarax-prefetch"]
+    return {"global_ids": global_ids, "first": first, "prefetch_threads_left": left}
+
+
 def mismatch_checks() -> dict[str, Any]:
     """Hosts that disagree get a ValueError each; afterwards the cluster still works."""
     sharder = JaxProcessSharder()
@@ -140,6 +158,17 @@ def mismatch_checks() -> dict[str, Any]:
         except ValueError as error:
             messages[case] = str(error)
     fine = sharder.shard({"x": np.ones((4, 3), np.float32)}, sharding)
+    # Host 1 switches to a shape it has not seen while host 0 repeats one it has: only
+    # a sharder that checks every batch makes host 0 take part in the check.
+    strict = JaxProcessSharder(check_every_batch=True)
+    strict.shard({"x": np.ones((4, 3), np.float32)}, sharding)
+    try:
+        strict.shard(
+            {"x": np.ones((4 if jax.process_index() == 0 else 2, 3), np.float32)}, sharding
+        )
+        messages["changed_later"] = None
+    except ValueError as error:
+        messages["changed_later"] = str(error)
     texts = exchange_with_allgather(f"hello from {jax.process_index()}" * (1 + jax.process_index()))
     return {"messages": messages, "after": float(jax.jit(jnp_sum)(fine["x"])), "texts": texts}
 
@@ -159,5 +188,6 @@ def two_host_checks() -> dict[str, Any]:
         "one_d": one_d_checks(),
         "two_d": two_d_checks(),
         "pipeline": pipeline_checks(),
+        "prefetch": prefetch_checks(),
         "mismatch": mismatch_checks(),
     }

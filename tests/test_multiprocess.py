@@ -64,6 +64,11 @@ def pipeline_runs(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
 
 
 @pytest.fixture(scope="module")
+def prefetched(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
+    return _part(two_host_runs, "prefetch")
+
+
+@pytest.fixture(scope="module")
 def mismatch(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
     return _part(two_host_runs, "mismatch")
 
@@ -117,6 +122,18 @@ def test_pipeline_hosts_split_each_global_batch(pipeline_runs: list[ProcessResul
     assert sorted(seen) == list(range(48))
 
 
+def test_prefetch_builds_global_batches_from_each_hosts_rows(
+    prefetched: list[ProcessResult],
+) -> None:
+    # 16 rows: host 0 holds ids 0-7, host 1 ids 8-15; each global batch of 4 takes the
+    # next 2 rows of each host, in process order.
+    expected = [[2 * k, 2 * k + 1, 8 + 2 * k, 9 + 2 * k] for k in range(4)]
+    for result in prefetched:
+        assert result.value["global_ids"] == expected
+        assert result.value["first"] == expected[0]
+        assert result.value["prefetch_threads_left"] == []
+
+
 def test_mismatched_hosts_get_a_clear_error_each(mismatch: list[ProcessResult]) -> None:
     for result in mismatch:
         messages = result.value["messages"]
@@ -129,6 +146,8 @@ def test_mismatched_hosts_get_a_clear_error_each(mismatch: list[ProcessResult]) 
         assert "'y'" in messages["structure"] and "'x'" in messages["structure"]
         assert "3 rows on this host" in messages["per_host_rows"]
         assert "multiple of 2" in messages["per_host_rows"]
+        assert "(4, 3) (float32) on process 0" in messages["changed_later"]
+        assert "(2, 3) (float32) on process 1" in messages["changed_later"]
         assert result.value["after"] == 4 * 3 * 2  # the cluster still works afterwards
         assert result.value["texts"] == ["hello from 0", "hello from 1hello from 1"]
 

@@ -5,7 +5,8 @@ processes, that they all pass the same tree structure, per-host shapes, dtypes a
 sharding, and then builds global `jax.Array`s with
 ``jax.make_array_from_process_local_data``. The check and the plan (one sharding and
 one global shape per leaf) are computed once per batch signature; later calls with
-the same signature cost a flatten, a dictionary lookup and the copies to devices.
+the same signature cost a flatten, a dictionary lookup and the copies to devices, or,
+with ``every_batch``, also one exchange of the signature through the coordinator.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ from datarax.sharding.array_sharder import ArraySharder
 EXCHANGE_TIMEOUT_S = 120
 _KEY_PREFIX = "datarax/shard-signature"
 _PLAN_CACHE_SIZE = 256
-_plans: dict[tuple[Any, ...], tuple[tuple[Sharding, ...], tuple[tuple[int, ...] | None, ...]]] = {}
 _exchanges_done = [0]
 _SINGLE_HOST = ArraySharder()
 
 Plan = tuple[tuple[Sharding, ...], tuple[tuple[int, ...] | None, ...]]
+_plans: dict[tuple[Any, ...], tuple[Plan, str]] = {}  # signature -> (plan, its JSON text)
 
 
 def host_signature(batch: Any, sharding: Sharding) -> dict[str, Any]:
@@ -147,6 +148,13 @@ def check_hosts_agree(signatures: Sequence[dict[str, Any]]) -> None:
     raise ValueError(f"Hosts passed different shardings: {shardings}." + advice)
 
 
+def _check_with_every_host(signature_text: str) -> None:
+    """Exchanges this host's signature (JSON) and raises if any host's differs."""
+    texts = exchange(signature_text)
+    if any(text != signature_text for text in texts):
+        check_hosts_agree([json.loads(text) for text in texts])
+
+
 def _blocks_per_dim(sharding: NamedSharding, rank: int) -> list[tuple[int, int]]:
     """Per dimension: (blocks in the whole array, distinct blocks this process holds)."""
     mesh = sharding.mesh
@@ -220,8 +228,12 @@ def single_host_shard(batch: Any, sharding: Sharding) -> Any:
     return _SINGLE_HOST.shard(batch, sharding)
 
 
-def make_global(batch: Any, sharding: Sharding) -> Any:
+def make_global(batch: Any, sharding: Sharding, every_batch: bool = False) -> Any:
     """Builds global `jax.Array`s from this process's part of `batch` (all must call).
+
+    Hosts compare batch signatures the first time this process sees a signature, or
+    on every call with `every_batch`. Only the second catches a host whose batch
+    changes to a signature that another host has already seen (and so skips).
 
     Raises:
         TypeError: `sharding` is not a Sharding, or a leaf cannot be placed.
@@ -241,17 +253,19 @@ def make_global(batch: Any, sharding: Sharding) -> Any:
         tuple((type(leaf), np.shape(leaf), getattr(leaf, "dtype", None)) for leaf in leaves),
         sharding,
     )
-    plan = _plans.get(key)
-    if plan is None:
+    known = _plans.get(key)
+    if known is None:
         text = json.dumps(host_signature(batch, sharding), sort_keys=True)
-        check_hosts_agree([json.loads(t) for t in exchange(text)])
-        plan = _plan(batch, sharding)
+        _check_with_every_host(text)
+        known = (_plan(batch, sharding), text)
         if len(_plans) >= _PLAN_CACHE_SIZE:
             _plans.clear()
-        _plans[key] = plan
+        _plans[key] = known
+    elif every_batch:
+        _check_with_every_host(known[1])
     if not leaves:
         return batch
-    shardings, global_shapes = plan
+    shardings, global_shapes = known[0]
     placed = [
         jax.make_array_from_process_local_data(
             s, leaf if np.ndim(leaf) else np.asarray(leaf), shape

@@ -82,6 +82,11 @@ class JaxProcessSharderModule(SharderModule):
     Args:
         drop_remainder: give every host the same number of rows (default), dropping
             up to ``process_count - 1`` rows; otherwise the first hosts get one more.
+        check_every_batch: make `shard` compare every batch's signature across
+            hosts, not only each new one. It catches a host whose batch changes to a
+            signature the other hosts have already seen, at a price: a round trip
+            through the coordinator per batch (about 2 ms in a 2-process cluster on
+            one machine), during which each host waits for the slowest.
         process_index: override of ``jax.process_index()``.
         process_count: override of ``jax.process_count()``.
         axis_rules: optional logical-to-mesh axis rules (see `SharderModule`).
@@ -99,6 +104,7 @@ class JaxProcessSharderModule(SharderModule):
         self,
         *,
         drop_remainder: bool = True,
+        check_every_batch: bool = False,
         process_index: int | None = None,
         process_count: int | None = None,
         axis_rules: AxisRules | None = None,
@@ -109,6 +115,7 @@ class JaxProcessSharderModule(SharderModule):
         index = jax.process_index() if process_index is None else process_index
         _check_count_and_index(index, count)
         self.drop_remainder = bool(drop_remainder)
+        self.check_every_batch = bool(check_every_batch)
         self.process_index = int(index)
         self.process_count = int(count)
 
@@ -165,9 +172,12 @@ class JaxProcessSharderModule(SharderModule):
         ``jax.make_array_from_process_local_data``, whose rows are the hosts' rows in
         process order. The first call with a new batch signature checks, across
         processes, that every host passes the same tree structure, per-host shapes,
-        dtypes and sharding; later calls with that signature skip the check, so all
-        processes must call `shard` the same number of times, in the same order. On
-        one process the result is exactly `ArraySharder().shard(batch, sharding)`.
+        dtypes and sharding; later calls with that signature skip the check (unless
+        `check_every_batch`), so all processes must call `shard` the same number of
+        times, in the same order. A host that then switches to a signature the others
+        have already seen is caught only with `check_every_batch`: without it, it
+        waits for a check the others skip and fails after two minutes. On one
+        process the result is exactly `ArraySharder().shard(batch, sharding)`.
 
         Args:
             batch: this host's pytree of numpy arrays, jax arrays or numbers.
@@ -200,4 +210,4 @@ class JaxProcessSharderModule(SharderModule):
             )
         if runtime[1] == 1:
             return single_host_shard(batch, sharding)
-        return make_global(batch, sharding)
+        return make_global(batch, sharding, every_batch=self.check_every_batch)
