@@ -21,7 +21,7 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-from benchmarks import growth, placement, plots, throughput  # noqa: E402
+from benchmarks import global_batch, growth, placement, plots, throughput  # noqa: E402
 
 
 def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -54,6 +54,8 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows.append(
         ("devices: exponent of shard time (1-64)", results["device_sweep"]["exponent"], "<= 1.0")
     )
+    for name, ratio in results["global_batch"]["worst_ratio"].items():
+        rows.append((f"2 hosts, worst host: shard / device_put, {name}", ratio, "<= 1.2"))
     table = []
     for name, value, target in rows:
         bound = float(target.split()[1])
@@ -92,6 +94,8 @@ def _print_info(results: dict[str, Any]) -> None:
             f"{case['serial_ms']:.1f} ms, prefetch {case['prefetch_ms']:.1f} ms, "
             f"max(T, D) {case['bound_ms']:.1f} ms"
         )
+    for name, ratio in results["global_batch"]["worst_strict_ratio"].items():
+        print(f"2 hosts, {name}: with check_every_batch, shard / device_put {ratio:.2f}")
 
 
 def main() -> None:
@@ -114,6 +118,7 @@ def main() -> None:
         ("overlap", throughput.prefetch_overlap),
         ("bytes_sweep", growth.bytes_sweeps),
         ("device_sweep", growth.device_sweep),
+        ("global_batch", global_batch.global_batch),
     )
     for key, run in steps:
         step_start = time.perf_counter()
