@@ -61,8 +61,9 @@ def report(
     never_started = [i for i, stage in enumerate(stages) if stage == "starting"]
     if "joined" not in stages and never_started:
         culprit = never_started[0]
-    elif first is None:  # a time-out: blame the first process still running
-        culprit = next((i for i, code in enumerate(codes) if code is None), 0)
+    elif first is None:  # a time-out: blame the first process still in its target
+        running = [i for i, code in enumerate(codes) if code is None]
+        culprit = next((i for i in running if records[i] is None), running[0] if running else 0)
     else:
         culprit = first
     lines = [f"Local JAX cluster failed: {reason}."] if reason else []
@@ -72,19 +73,24 @@ def report(
             f"Process {culprit} of {count} never joined the cluster: it did not get as far "
             f"as jax.distributed.initialize, and {how_it_ended(codes[culprit])}."
         )
-    elif record is not None and record[0] == "error":
-        lines.append(f"Process {culprit} of {count} raised {record[1].strip().splitlines()[-1]}")
     else:
-        lines.append(f"Process {culprit} of {count} {how_it_ended(codes[culprit])}.")
+        if record is not None and record[0] == "error":
+            last_line = record[1].strip().splitlines()[-1]
+            lines.append(f"Process {culprit} of {count} raised {last_line}")
+        else:
+            lines.append(f"Process {culprit} of {count} {how_it_ended(codes[culprit])}.")
         if culprit == 0 and stages[0] == "joining" and not never_started:
             lines.append(
-                "Process 0 runs the coordinator and died before the cluster formed, which "
+                "Process 0 runs the coordinator and failed before the cluster formed, which "
                 "happens when its port was taken meanwhile. Run again for a new port."
             )
     lines.append(f"Last lines of process {culprit}'s output:\n{tail(outputs[culprit])}")
     for index in range(count):
         if index != culprit:
-            state = "finished" if codes[index] == 0 else how_it_ended(codes[index])
+            if codes[index] is None and records[index] is not None:
+                state = "had returned and was waiting for the others; the launcher stopped it"
+            else:
+                state = "finished" if codes[index] == 0 else how_it_ended(codes[index])
             note = "" if stages[index] == "joined" else " (it never joined the cluster)"
             lines.append(f"Process {index} {state}{note}.")
     return culprit, "\n".join(lines)

@@ -160,10 +160,10 @@ def _watch(
 
 
 def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Kills each worker's whole process group: the worker and whatever it started."""
     for process in processes:
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
     for process in processes:
         process.wait()
 

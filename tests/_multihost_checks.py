@@ -6,7 +6,9 @@ Each returns plain numpy/python values; the test process makes the assertions.
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
+import time
 from typing import Any
 
 import jax
@@ -180,6 +182,21 @@ def raise_on_process_one() -> int:
         raise RuntimeError("process one gives up")
     multihost_utils.sync_global_devices("never completes")
     return 0
+
+
+def busy_on_process_one() -> int:
+    """Process 1 works far longer than the launcher's time limit; process 0 returns."""
+    print(f"pid {os.getpid()}", flush=True)
+    if jax.process_index() == 1:
+        time.sleep(300)
+    return 0
+
+
+def start_a_straggler() -> int:
+    """Starts a child that outlives this process unless the launcher kills its group."""
+    child = subprocess.Popen(["sleep", "300"], start_new_session=False)
+    print(f"pid {os.getpid()}", flush=True)
+    return child.pid
 
 
 def two_host_checks() -> dict[str, Any]:

@@ -7,9 +7,9 @@ Each cluster is launched once per module (several checks per launch, in
 from __future__ import annotations
 
 import itertools
-import os
 import pickle
 import re
+import socket
 import sys
 import time
 from pathlib import Path
@@ -20,6 +20,7 @@ import _multihost_checks as checks
 import numpy as np
 import pytest
 
+from datarax import distributed
 from datarax._cluster_report import report
 from datarax.distributed import (
     ClusterError,
@@ -152,12 +153,27 @@ def test_mismatched_hosts_get_a_clear_error_each(mismatch: list[ProcessResult]) 
         assert result.value["texts"] == ["hello from 0", "hello from 1hello from 1"]
 
 
+def _running(pid: int, wait_s: float = 5.0) -> bool:
+    """True if `pid` still runs after `wait_s` (a SIGKILL takes effect asynchronously);
+    a zombie, dead and waiting for init to reap it, counts as gone."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        if state == "Z":
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.05)
+
+
 def _assert_gone(outputs: list[str]) -> None:
     pids = [int(m) for out in outputs for m in re.findall(r"^pid (\d+)", out, re.MULTILINE)]
     assert len(pids) == len(outputs)
     for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+        assert not _running(pid), pid
 
 
 def test_a_raising_process_is_reported() -> None:
@@ -181,6 +197,41 @@ def test_a_killed_script_process_is_reported() -> None:
     assert "Process 1 of 2 was killed by SIGKILL" in str(caught.value)
     assert "argv ['a', '1']" in caught.value.outputs[0]
     _assert_gone(caught.value.outputs)
+
+
+def test_a_time_out_names_the_process_still_working() -> None:
+    start = time.monotonic()
+    with pytest.raises(ClusterError) as caught:
+        launch_local(checks.busy_on_process_one, num_processes=2, timeout_s=8)
+    assert time.monotonic() - start < 20
+    assert caught.value.process_index == 1
+    message = str(caught.value)
+    assert message.startswith("Local JAX cluster failed: the cluster did not finish within 8 s.")
+    assert "Process 1 of 2 was still running; the launcher stopped it." in message
+    assert "Process 0 had returned and was waiting for the others" in message
+    _assert_gone(caught.value.outputs)
+
+
+def test_a_coordinator_whose_port_is_taken_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setattr(distributed, "free_port", lambda: taken.getsockname()[1])
+        start = time.monotonic()
+        with pytest.raises(ClusterError) as caught:
+            launch_local(checks.one_d_checks, num_processes=2, timeout_s=90)
+    assert time.monotonic() - start < 60
+    assert caught.value.process_index == 0
+    message = str(caught.value)
+    assert message.startswith("Process 0 of 2 ")  # raised, or was killed by SIGSEGV
+    assert "failed before the cluster formed" in message and "port was taken" in message
+    assert "Process 1 was still running; the launcher stopped it (it never joined" in message
+
+
+def test_what_a_process_started_is_stopped_with_it() -> None:
+    runs = launch_local(checks.start_a_straggler, num_processes=2, timeout_s=90)
+    for run in runs:
+        assert not _running(run.value), f"the child {run.value} of process {run.process_index}"
 
 
 def test_bad_targets_are_refused_before_starting() -> None:
