@@ -32,6 +32,7 @@ import jax
 from datarax.devices import setup_devices
 
 print(setup_devices(8).message)"""
+REPOSITORY_FILES = "https://raw.githubusercontent.com/datarax-sharding/datarax-sharding/main/"
 CURRICULUM = [
     "01_devices_and_meshes",
     "02_sharding_a_batch",
@@ -147,3 +148,16 @@ def test_has_takeaways_quiz_exercise_and_next_steps(notebook: Path) -> None:
         following = CURRICULUM[CURRICULUM.index(notebook.stem) + 1] + ".ipynb"
         assert following in links, f"{notebook.name}: 'What's next' does not link {following}"
     assert any("datarax/" in link for link in links), f"{notebook.name}: no link to the API"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_images_from_this_repository_exist_and_show_on_colab(notebook: Path) -> None:
+    for link in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", _markdown(notebook)):
+        if link.startswith(REPOSITORY_FILES):
+            path = TUTORIALS.parent / link.removeprefix(REPOSITORY_FILES)
+            assert path.is_file(), f"{notebook.name} shows {link}, but {path} does not exist"
+        else:  # a relative path would not resolve on Colab, which opens the file alone
+            assert link.startswith("https://"), (
+                f"{notebook.name} shows {link}; link this repository's images as "
+                f"{REPOSITORY_FILES}<path> so that they also show on Colab"
+            )

@@ -19,6 +19,9 @@ def _write_if_changed(path: Path, text: str) -> None:
 _RELATIVE_IMAGE = re.compile(
     r"""(?:\]\(|src=\\?["'])(\.\./[^)"'\\\s]+\.(?:png|jpg|jpeg|gif|svg))"""
 )
+# Notebooks link this repository's own images by URL, so they also show on Colab;
+# the site uses the checked-out copies instead and needs no network to show them.
+REPOSITORY_FILES = "https://raw.githubusercontent.com/datarax-sharding/datarax-sharding/main/"
 
 
 def _copy_if_changed(source: Path, copy: Path) -> None:
@@ -32,8 +35,9 @@ def copy_tutorials(source: Path, target: Path) -> list[str]:
 
     Only the ``.ipynb`` files travel, so the jupytext ``.md`` twins are never read
     as pages. Images a notebook links with a path outside its folder (e.g.
-    ``../docs/benchmarks/plot.png``) are copied to the same place relative to the
-    copy. Files already identical are not touched; stale notebook copies are removed.
+    ``../docs/benchmarks/plot.png``), or by their `REPOSITORY_FILES` URL, are copied
+    to the same place relative to the copy, which links them by that relative path.
+    Files already identical are not touched; stale notebook copies are removed.
 
     Example:
         >>> import tempfile
@@ -46,8 +50,9 @@ def copy_tutorials(source: Path, target: Path) -> list[str]:
     target.mkdir(parents=True, exist_ok=True)
     names = sorted(path.name for path in source.glob("*.ipynb"))
     for name in names:
-        _copy_if_changed(source / name, target / name)
-        for link in _RELATIVE_IMAGE.findall((source / name).read_text()):
+        text = (source / name).read_text().replace(REPOSITORY_FILES, "../")
+        _write_if_changed(target / name, text)
+        for link in _RELATIVE_IMAGE.findall(text):
             image, copy = (source / link).resolve(), (target / link).resolve()
             if image.is_file() and copy.is_relative_to(target.parent.resolve()):
                 _copy_if_changed(image, copy)
@@ -110,8 +115,8 @@ def write_benchmarks_page(benchmarks: Path, page: Path) -> None:
     results = benchmarks / "results.json"
     if not (notes or plots or results.exists()):
         parts.append(
-            "No results have been recorded yet. Run the scripts in `benchmarks/`, "
-            "e.g. `python benchmarks/shard_vs_device_put.py`.\n"
+            "No results have been recorded yet. Run the benchmarks in `benchmarks/` "
+            "with `make bench`.\n"
         )
     shown = ""
     for note in notes:
