@@ -16,6 +16,7 @@ This is a script, not a pytest module: nothing runs on import.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -230,14 +231,14 @@ def check(notebook: str, notebook_dir: Path | None, timeout_s: int, shots: Path)
         workspace = f"browser-check-{secrets.token_hex(4)}"
         url = f"{base}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={token}"
         state, visuals = _run_in_browser(url, shots, deadline)
-        kernel_ids.add(state["kernelId"])
-        kernels = json.loads(_get(f"{base}/api/kernels?token={token}"))
-        kernel_ids.update(kernel["id"] for kernel in kernels)
         request = urllib.request.Request(
             f"{base}/lab/api/workspaces/{workspace}?token={token}", method="DELETE"
         )
         urllib.request.urlopen(request, timeout=5).close()
-    finally:
+    finally:  # on every path, also a time-out: learn the kernels, to kill any left over
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
+            kernels = json.loads(_get(f"{base}/api/kernels?token={token}"))
+            kernel_ids.update(kernel["id"] for kernel in kernels)
         leftovers = _stop_server(server, base, token, kernel_ids)
     code = [cell for cell in state["notebook"]["cells"] if cell["cell_type"] == "code"]
     problems = []
