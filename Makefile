@@ -8,6 +8,9 @@ EXTRAS ?= tests,tutorials,docs,dev,browser
 export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export JAX_PLATFORMS ?= cpu
 
+# A notebook takes 5-15 s here; a cell that hangs fails after 120 s (nbmake waits 300 s).
+NBMAKE := --nbmake --nbmake-timeout=120
+
 COLAB_VENV ?= .venv-colab
 COLAB_PINS := jax==0.7.2 jaxlib==0.7.2 flax==0.11.2
 
@@ -23,7 +26,7 @@ venv: $(STAMP)
 
 ## make test: lint, type check, unit and multi-process tests, doctests and every notebook.
 test: lint
-	$(PY) -m pytest tests datarax tutorials --nbmake
+	$(PY) -m pytest tests datarax tutorials $(NBMAKE)
 
 ## make unit: the unit tests and doctests only.
 unit: $(STAMP)
@@ -31,7 +34,7 @@ unit: $(STAMP)
 
 ## make tutorials: execute every notebook headless.
 tutorials: $(STAMP)
-	$(PY) -m pytest --nbmake tutorials
+	$(PY) -m pytest $(NBMAKE) tutorials
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
@@ -63,7 +66,7 @@ colab: $(COLAB_VENV)/.installed
 	found = (sys.version_info[:2], jax.__version__, jaxlib.__version__, flax.__version__); \
 	print('python %d.%d, jax %s, jaxlib %s, flax %s' % (*found[0], *found[1:])); \
 	assert found == ((3, 11), '0.7.2', '0.7.2', '0.11.2'), found"
-	$(COLAB_VENV)/bin/python -m pytest tests datarax tutorials --nbmake -p no:cacheprovider
+	$(COLAB_VENV)/bin/python -m pytest tests datarax tutorials $(NBMAKE) -p no:cacheprovider
 
 ## make docs: the site in docs/_build/html; every tutorial executed (cached), warnings are errors.
 docs: $(STAMP)
