@@ -18,6 +18,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax import viz
 from datarax.pipeline import Pipeline
 from datarax.prefetch import prefetch_to_device
 from datarax.sharding import JaxProcessSharder
@@ -65,6 +66,11 @@ def one_d_checks() -> dict[str, Any]:
         "mean": float(jax.jit(jnp_mean)(batch["x"])),
         "id_sum": int(jax.jit(jnp_sum)(batch["id"])),
         "again_same": np.array_equal(_gather(sharder.shard(local, sharding)["x"]), data["x"]),
+        "device_hosts": {device.id: device.process_index for device in jax.devices()},
+        "plot_labels": {
+            device: label.get_text()
+            for device, label in viz.plot_sharding(batch["x"]).labels.items()
+        },
     }
 
 

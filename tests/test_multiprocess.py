@@ -92,6 +92,11 @@ def test_bounds_and_global_batch(hosts: str, request: pytest.FixtureRequest) -> 
         assert value["sum"] == pytest.approx(float(data["x"].sum()))
         assert value["mean"] == pytest.approx(float(data["x"].mean()))
         assert value["id_sum"] == int(data["id"].sum())
+        # The placement plot of the real global array labels every device with its host.
+        labels, hosts = value["plot_labels"], value["device_hosts"]
+        assert sorted(labels) == sorted(hosts) and sorted(set(hosts.values())) == list(range(count))
+        for device, text in labels.items():
+            assert f"host {hosts[device]}" in text, (device, text)
     keep = [tuple(r.value["bounds_keep"]) for r in results]
     assert keep[0][0] == 0 and keep[-1][1] == 10
     assert all(a[1] == b[0] for a, b in itertools.pairwise(keep))
