@@ -39,7 +39,7 @@ def interleaved(
     times: Timings = {name: [] for name in names}
     for _ in range(rounds):
         for name in orders.sample(names, len(names)):
-            run = candidates[name]
+            run, result = candidates[name], None
             start = time.perf_counter()
             for _ in range(calls_per_sample):
                 result = jax.block_until_ready(run())

@@ -108,8 +108,14 @@ def _per_step(batches: Iterable[Any], step_s: float, steps: int) -> float:
     return elapsed
 
 
+def _timed(run: Any) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
 def prefetch_overlap(
-    produce_ms: float = 20.0, steps: int = 30, rounds: int = 7, size: int = 2
+    produce_ms: float = 30.0, steps: int = 20, rounds: int = 7, size: int = 2
 ) -> dict[str, Any]:
     """Time per step with and without prefetch, for T = D/2, D and 2D.
 
@@ -130,12 +136,18 @@ def prefetch_overlap(
     def serial() -> Iterable[Any]:
         return (sharder.shard(batch, sharding) for batch in batches())
 
-    # Calibrate the augmentation so one batch costs about produce_ms to make and place,
-    # after a warm-up run: the first one also pays for compiling and touching memory.
+    # Calibrate the augmentation so one batch costs about produce_ms to make and place:
+    # a batch with one pass, after a warm-up run, plus the cost of a pass, from the
+    # median of 5 timings of 1 and of 21 passes (a difference of 4 passes, or a single
+    # timing, was off by a factor of two on a loaded machine).
     _per_step(serial(), 0.0, steps)
-    one_pass = _per_step(serial(), 0.0, steps)
-    passes = 5
-    per_pass = max((_per_step(serial(), 0.0, steps) - one_pass) / 4, 1e-5)
+    one_pass = statistics.median(_per_step(serial(), 0.0, steps) for _ in range(3))
+    sample = next(iter(batches()))
+    seconds = {
+        count: statistics.median(_timed(lambda n=count: _augment(sample, n)) for _ in range(5))
+        for count in (1, 21)
+    }
+    per_pass = max((seconds[21] - seconds[1]) / 20, 1e-5)
     passes = max(1, 1 + round((produce_ms / 1e3 - one_pass) / per_pass))
     produce_s = statistics.median(_per_step(serial(), 0.0, steps) for _ in range(5))
     cases = []
