@@ -85,8 +85,8 @@ class JaxProcessSharderModule(SharderModule):
         check_every_batch: make `shard` compare every batch's signature across
             hosts, not only each new one. It catches a host whose batch changes to a
             signature the other hosts have already seen, at a price: a round trip
-            through the coordinator per batch (about 2 ms in a 2-process cluster on
-            one machine), during which each host waits for the slowest.
+            through the coordinator per batch (2 to 4 ms in a 2-process cluster on
+            a 2-core machine), during which each host waits for the slowest.
         process_index: override of ``jax.process_index()``.
         process_count: override of ``jax.process_count()``.
         axis_rules: optional logical-to-mesh axis rules (see `SharderModule`).
