@@ -104,14 +104,14 @@ def global_batch(rounds: int = 60) -> dict[str, Any]:
         measure_on_each_host, num_processes=2, devices_per_process=4, args=(rounds,), timeout_s=600
     )
     per_host = [host.value for host in hosts]
+
+    def worst(key: str) -> dict[str, float]:
+        return {name: max(host[name][key] for host in per_host) for name in per_host[0]}
+
     return {
         "hosts": per_host,
-        "worst_ratio": {
-            name: max(host[name]["ratio"] for host in per_host) for name in per_host[0]
-        },
-        "worst_strict_ratio": {
-            name: max(host[name]["strict_ratio"] for host in per_host) for name in per_host[0]
-        },
+        "worst_ratio": worst("ratio"),
+        "worst_strict_ratio": worst("strict_ratio"),
     }
 
 

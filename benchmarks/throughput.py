@@ -163,13 +163,14 @@ def prefetch_overlap(
                 )
             )
         pairs = zip(samples["prefetch"], samples["produce"], strict=True)
+        median_produce_s = statistics.median(samples["produce"])
         cases.append(
             {
                 "T_ms": step_s * 1e3,
-                "D_ms": statistics.median(samples["produce"]) * 1e3,
+                "D_ms": median_produce_s * 1e3,
                 "serial_ms": statistics.median(samples["serial"]) * 1e3,
                 "prefetch_ms": statistics.median(samples["prefetch"]) * 1e3,
-                "bound_ms": max(step_s, statistics.median(samples["produce"])) * 1e3,
+                "bound_ms": max(step_s, median_produce_s) * 1e3,
                 "prefetch_over_bound": statistics.median(
                     prefetch_s / max(step_s, produce_s) for prefetch_s, produce_s in pairs
                 ),

@@ -181,40 +181,40 @@ def _assert_gone(outputs: list[str]) -> None:
         assert not _running(pid), pid
 
 
-def test_a_raising_process_is_reported() -> None:
+def _cluster_failure(target: Any, within_s: float, **options: Any) -> ClusterError:
+    """The ClusterError that launch_local(target, ...) raises, checked to come in time."""
     start = time.monotonic()
     with pytest.raises(ClusterError) as caught:
-        launch_local(checks.raise_on_process_one, num_processes=2, timeout_s=90)
-    assert time.monotonic() - start < 60
-    assert caught.value.process_index == 1
-    message = str(caught.value)
+        launch_local(target, num_processes=2, **options)
+    assert time.monotonic() - start < within_s
+    return caught.value
+
+
+def test_a_raising_process_is_reported() -> None:
+    error = _cluster_failure(checks.raise_on_process_one, 60, timeout_s=90)
+    assert error.process_index == 1
+    message = str(error)
     assert "Process 1 of 2 raised RuntimeError: process one gives up" in message
     assert "Process 0 was still running; the launcher stopped it." in message
-    _assert_gone(caught.value.outputs)
+    _assert_gone(error.outputs)
 
 
 def test_a_killed_script_process_is_reported() -> None:
-    start = time.monotonic()
-    with pytest.raises(ClusterError) as caught:
-        launch_local(HERE / "_multihost_kill_script.py", args=("a", 1), timeout_s=90)
-    assert time.monotonic() - start < 60
-    assert caught.value.process_index == 1
-    assert "Process 1 of 2 was killed by SIGKILL" in str(caught.value)
-    assert "argv ['a', '1']" in caught.value.outputs[0]
-    _assert_gone(caught.value.outputs)
+    error = _cluster_failure(HERE / "_multihost_kill_script.py", 60, args=("a", 1), timeout_s=90)
+    assert error.process_index == 1
+    assert "Process 1 of 2 was killed by SIGKILL" in str(error)
+    assert "argv ['a', '1']" in error.outputs[0]
+    _assert_gone(error.outputs)
 
 
 def test_a_time_out_names_the_process_still_working() -> None:
-    start = time.monotonic()
-    with pytest.raises(ClusterError) as caught:
-        launch_local(checks.busy_on_process_one, num_processes=2, timeout_s=8)
-    assert time.monotonic() - start < 20
-    assert caught.value.process_index == 1
-    message = str(caught.value)
+    error = _cluster_failure(checks.busy_on_process_one, 20, timeout_s=8)
+    assert error.process_index == 1
+    message = str(error)
     assert message.startswith("Local JAX cluster failed: the cluster did not finish within 8 s.")
     assert "Process 1 of 2 was still running; the launcher stopped it." in message
     assert "Process 0 had returned and was waiting for the others" in message
-    _assert_gone(caught.value.outputs)
+    _assert_gone(error.outputs)
 
 
 def test_a_coordinator_whose_port_is_taken_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,12 +222,9 @@ def test_a_coordinator_whose_port_is_taken_is_reported(monkeypatch: pytest.Monke
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         monkeypatch.setattr(distributed, "free_port", lambda: taken.getsockname()[1])
-        start = time.monotonic()
-        with pytest.raises(ClusterError) as caught:
-            launch_local(checks.one_d_checks, num_processes=2, timeout_s=90)
-    assert time.monotonic() - start < 60
-    assert caught.value.process_index == 0
-    message = str(caught.value)
+        error = _cluster_failure(checks.one_d_checks, 60, timeout_s=90)
+    assert error.process_index == 0
+    message = str(error)
     assert message.startswith("Process 0 of 2 ")  # raised, or was killed by SIGSEGV
     assert "failed before the cluster formed" in message and "port was taken" in message
     assert "Process 1 was still running; the launcher stopped it (it never joined" in message
