@@ -18,6 +18,11 @@ import sys
 
 import jax
 
+from datarax._compat import backends_started
+from datarax.sharding._checks import check_int
+
+MAX_SIMULATED = 4096  # JAX takes ~2.5 s to start 4096 CPU devices, and minutes for 10^5
+
 
 @dataclasses.dataclass(frozen=True)
 class DevicePlan:
@@ -28,11 +33,10 @@ class DevicePlan:
     message: str
 
 
-def _check_needed(needed: object) -> None:
-    if not isinstance(needed, int) or isinstance(needed, bool) or needed < 1:
-        raise ValueError(
-            f"needed must be a positive int (how many devices the lesson uses), got {needed!r}."
-        )
+def _check_needed(needed: object) -> int:
+    return check_int(
+        "needed", needed, maximum=MAX_SIMULATED, meaning="how many devices the lesson uses"
+    )
 
 
 def choose_devices(
@@ -93,9 +97,8 @@ def _probe_accelerators(timeout_s: float = 120.0) -> tuple[str | None, int]:
 
 
 def _backends_started() -> bool:
-    from jax._src import xla_bridge  # no public query exists for this
-
-    return xla_bridge.backends_are_initialized()
+    started = backends_started()
+    return True if started is None else started
 
 
 def setup_devices(needed: int = 8) -> DevicePlan:

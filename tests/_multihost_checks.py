@@ -21,8 +21,8 @@ from jax.sharding import PartitionSpec as P
 from datarax import viz
 from datarax.pipeline import Pipeline
 from datarax.prefetch import prefetch_to_device
-from datarax.sharding import JaxProcessSharder
-from datarax.sharding._global import exchange_with_allgather
+from datarax.sharding import JaxProcessSharder, RowLedger
+from datarax.sharding._exchange import exchange_with_allgather
 
 GLOBAL_ROWS = 16
 
@@ -205,6 +205,98 @@ def start_a_straggler() -> int:
     return child.pid
 
 
+def _layouts() -> dict[str, tuple[NamedSharding, dict[str, Any]]]:
+    """Meshes people use on pods, each with the global batch it shards.
+
+    Every process has 2 devices; ``by_host[h]`` lists host h's two devices.
+    """
+    count = jax.process_count()
+    by_host = np.array(sorted(jax.devices(), key=lambda d: (d.process_index, d.id))).reshape(
+        count, 2
+    )
+    data = _global_data() | {"scale": np.float32(0.5)}
+    matrix = {"m": np.arange(16 * 4 * count, dtype=np.float32).reshape(16, 4 * count)}
+    data_in_host = Mesh(by_host.T, ("data", "model"))  # 'model' spans the hosts
+    return {
+        "all_hosts_1d": (NamedSharding(jax.make_mesh((2 * count,), ("data",)), P("data")), data),
+        "model_across_hosts": (NamedSharding(data_in_host, P("data")), data),
+        "interleaved": (NamedSharding(Mesh(by_host.T.reshape(-1), ("data",)), P("data")), data),
+        "combined_axes": (NamedSharding(data_in_host, P(("data", "model"))), data),
+        "replicated": (NamedSharding(data_in_host, P()), data),
+        "one_device_per_host": (NamedSharding(Mesh(by_host[:, 0], ("data",)), P("data")), data),
+        "host0_only": (NamedSharding(Mesh(by_host[0], ("data",)), P("data")), data),
+        "columns_across_hosts": (NamedSharding(data_in_host, P("data", "model")), matrix),
+    }
+
+
+def layout_checks() -> dict[str, Any]:
+    """shard_data(data, sharding) then shard, for every layout of `_layouts`."""
+    sharder = JaxProcessSharder()
+    results: dict[str, Any] = {}
+    for name, (sharding, data) in _layouts().items():
+        local = sharder.shard_data(data, sharding)
+        batch = sharder.shard(local, sharding)
+        leaves = {key: value for key, value in batch.items() if np.ndim(data[key])}
+        results[name] = {
+            "local_rows": np.shape(next(iter(local.values())))[0],
+            "local_ids": local["id"].tolist() if "id" in local else None,
+            "ledger_rows": RowLedger(sharding, 16).rows_of_host(jax.process_index()).tolist(),
+            "shapes": {key: value.shape for key, value in batch.items()},
+            "shards_match": all(_shards_match(batch[k], data[k]) for k in leaves),
+            "gathered_match": all(np.array_equal(_gather(batch[k]), data[k]) for k in leaves)
+            if name != "host0_only"
+            else None,
+            "scale": float(np.asarray(batch["scale"].addressable_data(0)))
+            if "scale" in batch and batch["scale"].addressable_shards
+            else None,
+            "sum": float(jax.jit(jnp_sum)(batch["x"]))
+            if "x" in batch and name != "host0_only"
+            else None,
+        }
+    return results
+
+
+def conflict_checks() -> dict[str, Any]:
+    """Replicas across hosts that pass different data raise on every host, in time."""
+    sharder = JaxProcessSharder()
+    sharding, data = _layouts()["model_across_hosts"]
+    messages: dict[str, Any] = {}
+    start = time.monotonic()
+    try:  # Grain's bounds give each host half the rows, but both hosts hold all of them
+        sharder.shard(sharder.shard_data(data), sharding)
+        messages["grain_bounds"] = None
+    except ValueError as error:
+        messages["grain_bounds"] = str(error)
+    messages["seconds"] = time.monotonic() - start
+    try:
+        sharder.shard({"lr": np.float32(1 + jax.process_index())}, sharding)
+        messages["scalar"] = None
+    except ValueError as error:
+        messages["scalar"] = str(error)
+    strict = JaxProcessSharder(check_every_batch=True)
+    same = {"x": np.ones((16, 3), np.float32)}
+    strict.shard(same, sharding)
+    sharder.shard(same, sharding)  # the default sharder checks this signature once
+    later = {"x": np.full((16, 3), float(jax.process_index()), np.float32)}
+    messages["later_default_passes"] = sharder.shard(later, sharding)["x"].shape
+    try:
+        strict.shard(later, sharding)
+        messages["later_strict"] = None
+    except ValueError as error:
+        messages["later_strict"] = str(error)
+    # Three devices: host 0 holds two row blocks, host 1 one; equal slices do not fit.
+    by_host = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+    uneven = NamedSharding(Mesh(np.array(by_host[:3]), ("data",)), P("data"))
+    try:
+        sharder.shard({"x": np.zeros((6, 2), np.float32)}, uneven)
+        messages["uneven"] = None
+    except ValueError as error:
+        messages["uneven"] = str(error)
+    fitting = sharder.shard_data({"x": np.arange(12.0)}, uneven)
+    messages["uneven_fixed"] = (len(fitting["x"]), sharder.shard(fitting, uneven)["x"].shape)
+    return messages
+
+
 def two_host_checks() -> dict[str, Any]:
     """Every 2-process check in one cluster, so the tests start it only once."""
     return {
@@ -213,4 +305,11 @@ def two_host_checks() -> dict[str, Any]:
         "pipeline": pipeline_checks(),
         "prefetch": prefetch_checks(),
         "mismatch": mismatch_checks(),
+        "layouts": layout_checks(),
+        "conflicts": conflict_checks(),
     }
+
+
+def four_host_checks() -> dict[str, Any]:
+    """The 4-process checks in one cluster."""
+    return {"one_d": one_d_checks(), "layouts": layout_checks()}

@@ -67,9 +67,34 @@ def test_shard_data_kinds_keep_their_type() -> None:
     np.testing.assert_array_equal(local, array[4:7])
     assert host.shard_data(list(range(10))) == [4, 5, 6]
     assert host.shard_data(tuple(range(10))) == (4, 5, 6)
-    nested = host.shard_data({"image": array, "meta": {"id": list(range(10))}})
+    nested = host.shard_data({"image": array, "meta": {"id": np.arange(10)}})
     np.testing.assert_array_equal(nested["image"], array[4:7])
-    assert nested["meta"] == {"id": [4, 5, 6]}
+    np.testing.assert_array_equal(nested["meta"]["id"], [4, 5, 6])
+
+
+def test_shard_data_treats_tuples_and_lists_inside_a_dict_as_containers() -> None:
+    images, labels = np.arange(20).reshape(10, 2), np.arange(10) * 10
+    for host in range(2):
+        sharder = JaxProcessSharderModule(process_index=host, process_count=2)
+        pair = sharder.shard_data({"pair": (images, labels), "more": [labels]})
+        assert isinstance(pair["pair"], tuple) and isinstance(pair["more"], list)
+        np.testing.assert_array_equal(pair["pair"][0], images[5 * host : 5 * host + 5])
+        np.testing.assert_array_equal(pair["pair"][1], labels[5 * host : 5 * host + 5])
+        np.testing.assert_array_equal(pair["more"][0], labels[5 * host : 5 * host + 5])
+    with pytest.raises(TypeError, match=r"data\['ids'\]\[0\] is a int .*np.asarray"):
+        JaxProcessSharderModule().shard_data({"ids": [1, 2, 3]})
+
+
+def test_shard_data_keeps_the_mapping_type() -> None:
+    from collections import OrderedDict, defaultdict
+
+    data = defaultdict(list, {"x": np.arange(4)})
+    local = JaxProcessSharderModule(process_index=1, process_count=2).shard_data(data)
+    assert isinstance(local, defaultdict) and local.default_factory is list
+    np.testing.assert_array_equal(local["x"], [2, 3])
+    ordered = OrderedDict(b=np.arange(4), a=np.arange(4) * 2)
+    local = JaxProcessSharderModule(process_index=0, process_count=2).shard_data(ordered)
+    assert isinstance(local, OrderedDict) and list(local) == ["b", "a"]
 
 
 def test_shard_data_on_jax_array() -> None:

@@ -19,7 +19,7 @@ import jax
 import pytest
 
 from datarax import devices
-from datarax.devices import choose_devices
+from datarax.devices import choose_devices, setup_devices
 
 
 @pytest.mark.parametrize(
@@ -38,10 +38,22 @@ def test_choose_devices(platform, count, expected_platform, expected_count, phra
     assert phrase in plan.message
 
 
-@pytest.mark.parametrize("needed", [0, -1, 2.0, True, "8"])
-def test_choose_devices_rejects_a_bad_device_count(needed) -> None:
-    with pytest.raises(ValueError, match="needed must be a positive int"):
+@pytest.mark.parametrize(
+    ("needed", "error"),
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (100_000, ValueError),
+        (2.0, TypeError),
+        (True, TypeError),
+        ("8", TypeError),
+    ],
+)
+def test_choose_devices_rejects_a_bad_device_count(needed, error) -> None:
+    with pytest.raises(error, match=r"needed must be an int in \[1, 4096\]"):
         choose_devices(None, 0, needed)
+    with pytest.raises(error, match="needed must be an int"):
+        setup_devices(needed)
 
 
 def test_setup_reports_running_backend_without_reconfiguring(

@@ -44,7 +44,8 @@ def test_combined_axes_report_their_product(mesh_2d: Mesh) -> None:
 
 def test_ragged_leading_dims(mesh_1d: Mesh) -> None:
     with pytest.raises(
-        ValueError, match=r"ragged: batch\['image'\] has 16 rows .* batch\['label'\] has 8 rows"
+        ValueError,
+        match=r"differ in their number of rows: batch\['image'\] has 16 rows, batch\['la",
     ):
         _shard(
             {"image": np.zeros((16, 2)), "label": np.zeros(8)}, NamedSharding(mesh_1d, P("data"))
@@ -118,8 +119,8 @@ def test_shard_data_rejects_scalars_and_strings(data, error) -> None:
 
 
 def test_shard_data_rejects_ragged_dict() -> None:
-    data = {"image": np.zeros((10, 2)), "label": list(range(9))}
-    with pytest.raises(ValueError, match=r"data\['image'\] has 10, data\['label'\] has 9"):
+    data = {"image": np.zeros((10, 2)), "label": np.arange(9)}
+    with pytest.raises(ValueError, match=r"data\['image'\] has 10 rows, data\['label'\] has 9 r"):
         JaxProcessSharderModule(process_index=0, process_count=2).shard_data(data)
     assert len(data["label"]) == 9
 

@@ -50,8 +50,15 @@ def two_hosts(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
 
 
 @pytest.fixture(scope="module")
-def four_hosts() -> list[ProcessResult]:
-    return launch_local(checks.one_d_checks, num_processes=4, devices_per_process=2, timeout_s=90)
+def four_host_runs() -> list[ProcessResult]:
+    return launch_local(
+        checks.four_host_checks, num_processes=4, devices_per_process=2, timeout_s=120
+    )
+
+
+@pytest.fixture(scope="module")
+def four_hosts(four_host_runs: list[ProcessResult]) -> list[ProcessResult]:
+    return _part(four_host_runs, "one_d")
 
 
 @pytest.fixture(scope="module")
@@ -143,19 +150,86 @@ def test_prefetch_builds_global_batches_from_each_hosts_rows(
 def test_mismatched_hosts_get_a_clear_error_each(mismatch: list[ProcessResult]) -> None:
     for result in mismatch:
         messages = result.value["messages"]
-        assert "batch['x']" in messages["shape"]
-        assert "(4, 3) (float32) on process 0" in messages["shape"]
-        assert "(2, 3) (float32) on process 1" in messages["shape"]
-        assert "int32) on process 0" in messages["dtype"]
-        assert "float32) on process 1" in messages["dtype"]
+        for case in ("shape", "changed_later"):
+            assert "row counts of batch['x'] that make different global arrays" in messages[case]
+            assert "shape (4, 3), making (8, 3) on process 0" in messages[case]
+            assert "shape (2, 3), making (4, 3) on process 1" in messages[case]
+        assert "dtype of batch['x']: int32 on process 0, float32 on process 1" in messages["dtype"]
         assert "different structure" in messages["structure"]
         assert "'y'" in messages["structure"] and "'x'" in messages["structure"]
-        assert "3 rows on this host" in messages["per_host_rows"]
+        assert "(shape (3, 3) on this host)" in messages["per_host_rows"]
         assert "multiple of 2" in messages["per_host_rows"]
-        assert "(4, 3) (float32) on process 0" in messages["changed_later"]
-        assert "(2, 3) (float32) on process 1" in messages["changed_later"]
         assert result.value["after"] == 4 * 3 * 2  # the cluster still works afterwards
         assert result.value["texts"] == ["hello from 0", "hello from 1hello from 1"]
+
+
+def _expected_rows(layout: str, host: int, count: int) -> list[int] | None:
+    """The global rows host `host` of `count` must read, worked out by hand (16 rows)."""
+    block = 16 // (2 * count)
+    if layout in ("model_across_hosts", "replicated", "columns_across_hosts"):
+        return list(range(16))
+    if layout in ("interleaved", "combined_axes"):  # blocks h and count + h
+        first, second = host * block, (count + host) * block
+        return [*range(first, first + block), *range(second, second + block)]
+    if layout == "one_device_per_host":
+        return list(range(host * 16 // count, (host + 1) * 16 // count))
+    if layout == "host0_only":
+        return list(range(16)) if host == 0 else []
+    return None  # all_hosts_1d: jax.make_mesh chooses the device order
+
+
+@pytest.mark.parametrize("hosts", ["two_host_runs", "four_host_runs"])
+def test_every_layout_builds_the_global_batch(hosts: str, request: pytest.FixtureRequest) -> None:
+    runs: list[ProcessResult] = request.getfixturevalue(hosts)
+    count = len(runs)
+    data = checks._global_data()
+    layouts = runs[0].value["layouts"]
+    assert len(layouts) == 8 and all(
+        sorted(run.value["layouts"]) == sorted(layouts) for run in runs
+    )
+    for name in layouts:
+        every_row: list[int] = []
+        for run in runs:
+            got = run.value["layouts"][name]
+            assert got["ledger_rows"] == (got["local_ids"] or got["ledger_rows"]), name
+            expected = _expected_rows(name, run.process_index, count)
+            if expected is not None:
+                assert got["ledger_rows"] == expected, (name, run.process_index)
+            if got["local_ids"] is not None:
+                assert got["local_ids"] == got["ledger_rows"], name
+            every_row += got["ledger_rows"]
+            assert got["shards_match"], (name, run.process_index)
+            if name == "columns_across_hosts":
+                assert got["shapes"] == {"m": (16, 4 * count)}
+                assert got["local_rows"] == 16
+                continue
+            assert got["shapes"] == {"x": (16, 3), "id": (16,), "scale": ()}, name
+            if got["gathered_match"] is not None:
+                assert got["gathered_match"], (name, run.process_index)
+            if name != "host0_only" or run.process_index == 0:
+                assert got["scale"] == 0.5
+            if got["sum"] is not None:
+                assert got["sum"] == pytest.approx(float(data["x"].sum()))
+        assert set(every_row) == set(range(16)), name  # together the hosts read every row
+
+
+def test_replicas_that_differ_raise_on_every_host(two_host_runs: list[ProcessResult]) -> None:
+    for run in two_host_runs:
+        messages = run.value["conflicts"]
+        text = messages["grain_bounds"]
+        # Each host passed 8 rows, so the global batch has 8 and both hosts hold all of it.
+        assert text.startswith("Processes [0, 1] all hold rows 0-3 of batch['id'] under this")
+        assert "(mesh axis 'model' spans them), but passed different data" in text
+        assert "shard_data(data, sharding=sharding)" in text
+        assert messages["seconds"] < 10
+        assert "Processes [0, 1] all hold batch['lr'] (a 0-d leaf, replicated" in messages["scalar"]
+        assert "Processes [0, 1] all hold rows" in messages["later_strict"]
+        assert messages["later_default_passes"] == (16, 3)
+        assert "make different global arrays" in messages["uneven"]
+        assert "shape (6, 2), making (9, 2) on process 0" in messages["uneven"]
+        assert "shape (6, 2), making (18, 2) on process 1" in messages["uneven"]
+        rows = 8 if run.process_index == 0 else 4
+        assert messages["uneven_fixed"] == (rows, (12,))
 
 
 def _running(pid: int, wait_s: float = 5.0) -> bool:

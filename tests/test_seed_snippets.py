@@ -69,3 +69,20 @@ def test_pipeline_snippet() -> None:
         assert len(batch["label"].addressable_shards) == 8
         expected = source["image"][index * 256 : (index + 1) * 256] / 255.0
         np.testing.assert_allclose(np.asarray(batch["image"]), expected, rtol=1e-6)
+
+
+def test_documented_module_paths_import() -> None:
+    from datarax.sharding.array_sharder import ArraySharder as FromModule
+    from datarax.sharding.jax_process_sharder import (
+        JaxProcessSharder,
+        JaxProcessSharderModule,
+    )
+
+    assert FromModule is ArraySharder
+    assert JaxProcessSharderModule is JaxProcessSharder is datarax_sharder()
+
+
+def datarax_sharder() -> type:
+    from datarax.sharding import JaxProcessSharder
+
+    return JaxProcessSharder

@@ -1,21 +1,31 @@
-"""Sharders: place batches on devices (`ArraySharder`) and split data between hosts
-(`JaxProcessSharderModule`, also exported as `JaxProcessSharder`)."""
+"""Sharders: place batches on devices (`ArraySharder`), give each host its part of the
+data and build global arrays from the parts (`JaxProcessSharder`, also exported as
+`JaxProcessSharderModule`), and the `RowLedger` that says which rows live where."""
 
 from datarax.sharding._base import SharderModule as SharderModule
 from datarax.sharding.array_sharder import ArraySharder as ArraySharder
-from datarax.sharding.padding import pad_to_multiple as pad_to_multiple
-from datarax.sharding.process_sharder import (
+from datarax.sharding.jax_process_sharder import JaxProcessSharder as JaxProcessSharder
+from datarax.sharding.jax_process_sharder import (
     JaxProcessSharderModule as JaxProcessSharderModule,
 )
-from datarax.sharding.process_sharder import shard_bounds as shard_bounds
-
-JaxProcessSharder = JaxProcessSharderModule
+from datarax.sharding.jax_process_sharder import shard_bounds as shard_bounds
+from datarax.sharding.ledger import RowLedger as RowLedger
+from datarax.sharding.ledger import global_to_local_shape as global_to_local_shape
+from datarax.sharding.ledger import local_index as local_index
+from datarax.sharding.ledger import local_to_global_shape as local_to_global_shape
+from datarax.sharding.ledger import pretend_hosts as pretend_hosts
+from datarax.sharding.padding import pad_to_multiple as pad_to_multiple
 
 __all__ = [
     "ArraySharder",
     "JaxProcessSharder",
     "JaxProcessSharderModule",
+    "RowLedger",
     "SharderModule",
+    "global_to_local_shape",
+    "local_index",
+    "local_to_global_shape",
     "pad_to_multiple",
+    "pretend_hosts",
     "shard_bounds",
 ]

@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import jax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from datarax.sharding._checks import check_spec_against_mesh
+from datarax.sharding._transforms import per_device_transform
 
 MeshAxes = str | tuple[str, ...] | None
 AxisRules = Mapping[str, MeshAxes] | Sequence[tuple[str, MeshAxes]]
-
-_TRANSFORMS: dict[tuple[Any, ...], Callable[[Any], Any]] = {}
 
 
 def _normalize_rules(axis_rules: AxisRules | None) -> tuple[tuple[str, MeshAxes], ...] | None:
@@ -109,8 +107,9 @@ class SharderModule(nnx.Module):
 
         `batch` is first placed with ``NamedSharding(mesh, in_spec)``; `fn` sees the
         per-device block of every leaf and returns blocks laid out as `out_spec`
-        (default: `in_spec`). The jitted transform is cached per (fn, mesh, specs).
-        No ``with mesh:`` or ``jax.set_mesh`` is needed.
+        (default: `in_spec`). The jitted transform is cached per (fn, mesh, specs),
+        without keeping `fn` alive; an ``nnx.Module`` is called with its current
+        state every time. No ``with mesh:`` or ``jax.set_mesh`` is needed.
 
         Example:
             >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
@@ -125,16 +124,7 @@ class SharderModule(nnx.Module):
             )
         check_spec_against_mesh(in_spec, dict(mesh.shape))
         out_spec = in_spec if out_spec is None else out_spec
+        if not callable(fn):
+            raise TypeError(f"fn must be a callable block -> block, got {type(fn).__name__}.")
         placed = self.shard(batch, NamedSharding(mesh, in_spec))
-        key = (fn, mesh, in_spec, out_spec)
-        try:
-            transform = _TRANSFORMS.get(key)
-        except TypeError:  # an unhashable fn or out_spec: build without caching
-            key, transform = None, None
-        if transform is None:
-            transform = jax.jit(
-                jax.shard_map(fn, mesh=mesh, in_specs=(in_spec,), out_specs=out_spec)
-            )
-            if key is not None:
-                _TRANSFORMS[key] = transform
-        return transform(placed)
+        return per_device_transform(fn, mesh, in_spec, out_spec)(placed)

@@ -1,12 +1,15 @@
-"""Validation of a batch against a sharding, with errors that say what to do next.
+"""Every validation of the library and its error text, in one place.
 
-These checks run once per (tree structure, leaf shapes, sharding) combination;
-`ArraySharder` caches their result, so the per-call cost is a dictionary lookup.
+Arguments (positive ints, bools, process indices), leaves (names, kinds, dtypes, row
+counts) and shardings (type, devices, spec against mesh and shape) are checked here,
+so that one rule has one wording wherever it applies.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,11 +18,54 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 _SCALAR_TYPES = (bool, int, float, complex, np.generic)
-_WAYS_OUT = (
-    "Use a batch size that is a multiple of {size}, pad the batch and carry a mask "
-    "(datarax.sharding.pad_to_multiple), or drop the remainder in the pipeline "
-    "(drop_remainder=True)."
-)
+
+
+def check_int(
+    name: str, value: Any, *, minimum: int = 1, maximum: int | None = None, meaning: str = ""
+) -> int:
+    """Returns `value` as an int when it is an integer in [minimum, maximum].
+
+    Bools are not ints here; numpy integers are.
+
+    Raises:
+        TypeError: `value` is not an integer.
+        ValueError: `value` is outside the range.
+
+    Example:
+        >>> check_int("batch_size", np.int64(4))
+        4
+    """
+    allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+    what = f"{name} must be an int {allowed}" + (f" ({meaning})" if meaning else "")
+    if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what}, got {type(value).__name__}: {value!r:.100}.")
+    number = int(value)
+    if number < minimum or (maximum is not None and number > maximum):
+        raise ValueError(f"{what}, got {value!r}.")
+    return number
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Returns `value` when it is a bool; ``"no"`` or 0 are not accepted as False.
+
+    Example:
+        >>> check_bool("shuffle", True)
+        True
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__}: {value!r}.")
+    return bool(value)
+
+
+def check_process(process_index: Any, process_count: Any) -> tuple[int, int]:
+    """Returns ``(index, count)`` after checking that ``0 <= index < count``."""
+    count = check_int("process_count", process_count)
+    index = check_int("process_index", process_index, minimum=0)
+    if index >= count:
+        raise ValueError(
+            f"process_index must be in [0, {count - 1}] for process_count={count}, got {index}."
+        )
+    return index, count
 
 
 def leaf_name(path: Sequence[Any], root: str = "batch") -> str:
@@ -41,9 +87,21 @@ def check_sharding_type(sharding: object) -> Sharding:
         raise TypeError(
             "sharding must be a jax.sharding.Sharding (for example "
             f"NamedSharding(mesh, PartitionSpec('data'))), got {type(sharding).__name__}: "
-            f"{sharding!r}.{hint}"
+            f"{sharding!r:.200}.{hint}"
         )
     return sharding
+
+
+def check_devices_known(sharding: Sharding) -> None:
+    """Raises ValueError when `sharding` uses devices that ``jax.devices()`` does not list."""
+    known = set(jax.devices())
+    unknown = sorted((d for d in sharding.device_set if d not in known), key=lambda d: d.id)
+    if unknown:
+        raise ValueError(
+            f"The sharding uses {len(unknown)} device(s) that jax.devices() does not list, "
+            f"e.g. {unknown[0]!r}. Build the mesh from jax.devices() (for example with "
+            "jax.make_mesh), not from another backend's or an earlier runtime's devices."
+        )
 
 
 def spec_axis_names(entry: Any) -> tuple[str, ...]:
@@ -53,6 +111,11 @@ def spec_axis_names(entry: Any) -> tuple[str, ...]:
     if isinstance(entry, (tuple, list)):
         return tuple(entry)
     return (entry,)
+
+
+def describe_axes(names: Sequence[str]) -> str:
+    """``mesh axis 'data'`` or ``mesh axes ('data', 'model')``."""
+    return f"mesh axis {names[0]!r}" if len(names) == 1 else f"mesh axes {tuple(names)}"
 
 
 def check_spec_against_mesh(spec: PartitionSpec, mesh_shape: dict[str, int]) -> None:
@@ -74,26 +137,61 @@ def check_spec_against_mesh(spec: PartitionSpec, mesh_shape: dict[str, int]) -> 
             seen.add(name)
 
 
-def _describe_axes(names: tuple[str, ...]) -> str:
-    if len(names) == 1:
-        return f"mesh axis {names[0]!r}"
-    return f"mesh axes {names}"
+def ways_out(dim: int, size: int) -> str:
+    """What to do when dimension `dim` does not split into `size` equal parts."""
+    if dim == 0:
+        return (
+            f"Use a batch size that is a multiple of {size}, pad the batch and carry a mask "
+            "(datarax.sharding.pad_to_multiple), or drop the remainder in the pipeline "
+            "(drop_remainder=True)."
+        )
+    return (
+        f"Pad or crop dimension {dim} to a multiple of {size}, shard it over mesh axes "
+        "whose sizes divide it, or leave it unsplit (None in that PartitionSpec entry)."
+    )
+
+
+@functools.cache
+def _jax_accepts(dtype: np.dtype) -> bool:
+    """Whether JAX takes arrays of `dtype` (decided by JAX itself, without a device)."""
+    try:
+        jax.eval_shape(lambda x: x, np.zeros((0,), dtype))
+    except TypeError:
+        return False
+    return True
 
 
 def check_leaf_kind(name: str, leaf: Any) -> None:
-    """Raises TypeError for leaves that cannot become a jax.Array (strings, objects)."""
+    """Raises TypeError for a leaf that cannot become a jax.Array.
+
+    Every dtype JAX accepts passes, bfloat16, int4 and float8 included; strings,
+    objects, datetimes, long doubles, byte-swapped dtypes and deleted arrays do not.
+    """
     if isinstance(leaf, (str, bytes)):
         raise TypeError(
             f"{name} is a {type(leaf).__name__} ({leaf!r:.40}); only numeric arrays and "
             "scalars can be placed on devices. Encode text as integer ids on the host, "
             "or remove the leaf from the batch before sharding."
         )
-    if isinstance(leaf, (np.ndarray, jax.Array)):
-        if np.dtype(leaf.dtype).kind in "OUSV":
+    if isinstance(leaf, jax.Array) and leaf.is_deleted():
+        raise TypeError(
+            f"{name} is a jax.Array that has been deleted or donated (shape {leaf.shape}), "
+            "so it holds no data any more. Pass the array a jitted step returned instead "
+            "of one it consumed with donate_argnums, or keep a copy."
+        )
+    if isinstance(leaf, (np.ndarray, np.generic, jax.Array)):
+        dtype = np.dtype(leaf.dtype)
+        if not _jax_accepts(dtype):
+            fix = "Convert it to a numeric dtype (for example integer ids)"
+            if dtype.kind in "Mm":
+                fix = "Convert it to numbers first (e.g. x.astype('int64') for epoch units)"
+            elif not dtype.isnative:
+                fix = "Convert it to native byte order first (x.astype(x.dtype.newbyteorder('='))"
+            elif dtype == np.longdouble:
+                fix = "Convert it to float64 or float32 first"
             raise TypeError(
-                f"{name} has dtype {leaf.dtype} (shape {leaf.shape}); only numeric and "
-                "boolean arrays can be placed on devices. Convert it to a numeric dtype "
-                "(for example integer ids) or remove it from the batch."
+                f"{name} has dtype {dtype} (shape {np.shape(leaf)}), which JAX does not "
+                f"accept on devices. {fix}, or remove it from the batch."
             )
         return
     if not isinstance(leaf, _SCALAR_TYPES):
@@ -104,19 +202,14 @@ def check_leaf_kind(name: str, leaf: Any) -> None:
         )
 
 
-def check_leading_dims(named_shapes: Sequence[tuple[str, tuple[int, ...]]]) -> None:
-    """Raises ValueError when leaves that are split along dimension 0 differ in rows."""
-    if not named_shapes:
-        return
-    first_name, first_shape = named_shapes[0]
-    for name, shape in named_shapes[1:]:
-        if shape[0] != first_shape[0]:
-            raise ValueError(
-                f"The batch is ragged: {first_name} has {first_shape[0]} rows (shape "
-                f"{first_shape}) but {name} has {shape[0]} rows (shape {shape}). Every "
-                "leaf that is split along its first dimension must have the same number "
-                "of rows; slice or pad them to one batch size."
-            )
+def check_rows_agree(rows: Sequence[tuple[str, int]]) -> None:
+    """Raises ValueError when the named leaves differ in their number of rows."""
+    if len({count for _, count in rows}) > 1:
+        listed = ", ".join(f"{name} has {count} rows" for name, count in rows)
+        raise ValueError(
+            f"The leaves differ in their number of rows: {listed}. Every leaf needs one "
+            "row per example; slice or pad them to the same number of rows."
+        )
 
 
 def named_leaf_sharding(
@@ -136,16 +229,20 @@ def named_leaf_sharding(
             f"has {len(spec)} entries. Use a spec with at most {len(shape)} entries "
             f"(trailing dimensions are replicated when left out), or reshape {name}."
         )
-    mesh_shape = dict(sharding.mesh.shape)
-    for dim, entry in enumerate(spec):
-        names = spec_axis_names(entry)
-        size = math.prod(mesh_shape[n] for n in names)
-        if shape[dim] % size:
-            what = f"{shape[dim]} rows" if dim == 0 else f"size {shape[dim]} in dimension {dim}"
-            raise ValueError(
-                f"{name} has {what} (shape {shape}), which cannot be split evenly over "
-                f"{_describe_axes(names)} ({size} devices). " + _WAYS_OUT.format(size=size)
-            )
+    try:
+        sharding.shard_shape(shape)
+    except ValueError:
+        mesh_shape = dict(sharding.mesh.shape)
+        for dim, entry in enumerate(spec):
+            names = spec_axis_names(entry)
+            size = math.prod(mesh_shape[n] for n in names)
+            if shape[dim] % size:
+                what = f"{shape[dim]} rows" if dim == 0 else f"size {shape[dim]} in dimension {dim}"
+                raise ValueError(
+                    f"{name} has {what} (shape {shape}), which cannot be split evenly over "
+                    f"{describe_axes(names)} ({size} devices). " + ways_out(dim, size)
+                ) from None
+        raise
     return sharding
 
 
@@ -153,7 +250,7 @@ def leaf_shardings(batch: Any, sharding: Sharding) -> tuple[Sharding, ...]:
     """One validated sharding per leaf of `batch`, in `jax.tree_util` leaf order.
 
     Raises:
-        TypeError: `sharding` is not a Sharding, or a leaf is a string or object.
+        TypeError: `sharding` is not a Sharding, or a leaf cannot be placed.
         ValueError: the spec does not fit the mesh, a leaf's rank or its shape.
     """
     check_sharding_type(sharding)
@@ -166,7 +263,7 @@ def leaf_shardings(batch: Any, sharding: Sharding) -> tuple[Sharding, ...]:
         check_leaf_kind(name, leaf)
     shapes = [tuple(np.shape(leaf)) for _, leaf in path_leaves]
     if named and len(sharding.spec) and spec_axis_names(sharding.spec[0]):
-        check_leading_dims([(n, s) for n, s in zip(names, shapes, strict=True) if s])
+        check_rows_agree([(n, s[0]) for n, s in zip(names, shapes, strict=True) if s])
     result: list[Sharding] = []
     for name, shape in zip(names, shapes, strict=True):
         if named:

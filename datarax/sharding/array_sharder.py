@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax.sharding import AxisType, Mesh, NamedSharding, Sharding
+from jax.sharding import Sharding
 
+from datarax._compat import on_auto_mesh
 from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import leaf_shardings
 
@@ -41,20 +42,6 @@ def plan_shardings(
             _plans.clear()
         _plans[key] = shardings
     return leaves, treedef, shardings
-
-
-def _on_auto_mesh(leaf: Any) -> Any:
-    """The same array, relabelled onto an Auto-typed copy of its mesh (no data moves).
-
-    jax 0.7 cannot move an array off an Explicit mesh onto a mesh with other axis
-    names; from an Auto mesh it can.
-    """
-    sharding = getattr(leaf, "sharding", None)
-    if not isinstance(sharding, NamedSharding) or not isinstance(sharding.mesh, Mesh):
-        return leaf
-    mesh = sharding.mesh
-    auto = Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
-    return jax.device_put(leaf, NamedSharding(auto, sharding.spec))
 
 
 class ArraySharder(SharderModule):
@@ -100,5 +87,5 @@ class ArraySharder(SharderModule):
         try:
             placed = jax.device_put(leaves, shardings)
         except ValueError:
-            placed = jax.device_put([_on_auto_mesh(leaf) for leaf in leaves], shardings)
+            placed = jax.device_put([on_auto_mesh(leaf) for leaf in leaves], shardings)
         return jax.tree_util.tree_unflatten(treedef, placed)

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.sharding._checks import check_leading_dims, check_leaf_kind, leaf_name
+from datarax.sharding._checks import check_int, check_leaf_kind, check_rows_agree, leaf_name
 
 
 def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
@@ -25,6 +25,7 @@ def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
         ``(padded_batch, mask)`` with ``mask.shape == (padded_rows,)``.
 
     Raises:
+        TypeError: `multiple` is not an int, or a leaf cannot be placed on devices.
         ValueError: `multiple` is not positive, a leaf is 0-d or the leaves differ
             in their number of rows.
 
@@ -35,8 +36,7 @@ def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
         >>> mask
         array([ True,  True,  True,  True,  True, False, False, False])
     """
-    if not isinstance(multiple, int) or isinstance(multiple, bool) or multiple < 1:
-        raise ValueError(f"multiple must be a positive int, got {multiple!r}.")
+    multiple = check_int("multiple", multiple, meaning="the row count to round up to")
     path_leaves = jax.tree_util.tree_flatten_with_path(batch)[0]
     named_shapes = []
     for path, leaf in path_leaves:
@@ -47,7 +47,7 @@ def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
                 f"{name} is 0-d; pad_to_multiple pads rows, so every leaf needs axis 0."
             )
         named_shapes.append((name, tuple(np.shape(leaf))))
-    check_leading_dims(named_shapes)
+    check_rows_agree([(name, shape[0]) for name, shape in named_shapes])
     rows = named_shapes[0][1][0] if named_shapes else 0
     padded_rows = -(-rows // multiple) * multiple
 

@@ -1,0 +1,71 @@
+"""One small exchange of text between all processes, bounded in time.
+
+Every process publishes a text and reads everyone else's through the coordinator's
+key-value store, so a process that never arrives gives an error after a time-out
+instead of a hang. Without a coordinator client it falls back to an XLA all-gather.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+from datarax._compat import coordinator_client
+
+EXCHANGE_TIMEOUT_S = 120.0
+_KEY_PREFIX = "datarax/exchange"
+_rounds_done = [0]
+
+
+def exchange(text: str, what: str = "shard()", timeout_s: float = EXCHANGE_TIMEOUT_S) -> list[str]:
+    """Every process's `text`, in process order (a collective: all must call it).
+
+    Args:
+        text: what this process contributes.
+        what: the call that exchanges, named in the time-out error.
+        timeout_s: how long to wait for the other processes.
+
+    Raises:
+        RuntimeError: a process did not arrive within `timeout_s`.
+    """
+    count, me = jax.process_count(), jax.process_index()
+    if count == 1:
+        return [text]
+    client = coordinator_client()
+    if client is None:
+        return exchange_with_allgather(text)
+    round_index = _rounds_done[0]
+    _rounds_done[0] += 1
+    client.key_value_set(f"{_KEY_PREFIX}/{round_index}/{me}", text)
+    texts = []
+    for process in range(count):
+        if process == me:
+            texts.append(text)
+            continue
+        try:
+            texts.append(
+                client.blocking_key_value_get(
+                    f"{_KEY_PREFIX}/{round_index}/{process}", int(timeout_s * 1000)
+                )
+            )
+        except Exception as error:  # the client raises its own runtime error type
+            raise RuntimeError(
+                f"Process {process} did not reach exchange #{round_index} of {what} within "
+                f"{timeout_s:g} s (this is process {me}). Every process must call {what} the "
+                "same number of times, in the same order, with batches of the same "
+                f"structure. ({type(error).__name__}: {error})"
+            ) from None
+    if round_index:  # every peer has published this round, so all have read the last one
+        client.key_value_delete(f"{_KEY_PREFIX}/{round_index - 1}/{me}")
+    return texts
+
+
+def exchange_with_allgather(text: str) -> list[str]:
+    """`exchange` through an XLA all-gather (no time-out); used without a coordinator."""
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    lengths = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int32)))
+    padded = np.zeros(int(lengths.max()), np.uint8)
+    padded[: data.size] = data
+    rows = np.asarray(multihost_utils.process_allgather(padded))
+    return [bytes(row[:n]).decode() for row, n in zip(rows, lengths.ravel(), strict=True)]

@@ -1,0 +1,382 @@
+"""Which global rows each device and each host holds under a sharding.
+
+A `RowLedger` answers, for a `jax.sharding.Sharding` and a global batch of
+`num_rows` rows: which rows each device holds, which rows each host (JAX process)
+must read, which hosts hold the same rows (replicas that span hosts) and where a
+given row lives. It is read off ``Sharding.devices_indices_map``, so it is JAX's own
+placement, for any mesh, spec and device order.
+
+`global_to_local_shape` and `local_to_global_shape` convert a leaf's shape between
+the global array and one host's part of it, and `local_index` says which part of a
+global array that is, in every dimension.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec, Sharding
+
+from datarax.sharding._checks import (
+    check_devices_known,
+    check_int,
+    check_sharding_type,
+    ways_out,
+)
+
+HostOf = Mapping[int, int] | Callable[[Any], int] | None
+Index = tuple[slice | np.ndarray, ...]
+
+
+def pretend_hosts(num_hosts: int, devices: Any = None) -> dict[int, int]:
+    """A device-to-host assignment that splits `devices` into `num_hosts` equal groups.
+
+    Consecutive devices (in the order given, by default ``jax.devices()``) form one
+    host, the way a pod's hosts each drive a few neighbouring chips. Pass it as
+    ``RowLedger(..., host_of=pretend_hosts(n))`` to plan a pod with simulated devices.
+
+    Example:
+        >>> pretend_hosts(4)
+        {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3}
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    num_hosts = check_int("num_hosts", num_hosts)
+    if len(devices) % num_hosts:
+        raise ValueError(
+            f"{len(devices)} devices cannot be split into {num_hosts} hosts of equal size; "
+            f"use a number of hosts that divides {len(devices)}."
+        )
+    per_host = len(devices) // num_hosts
+    return {device.id: position // per_host for position, device in enumerate(devices)}
+
+
+def _hosts(devices: list[Any], host_of: HostOf) -> np.ndarray:
+    if host_of is None:
+        return np.array([device.process_index for device in devices], dtype=np.int64)
+    if isinstance(host_of, Mapping):
+        missing = [device.id for device in devices if device.id not in host_of]
+        if missing:
+            raise ValueError(
+                f"host_of has no host for device id(s) {missing[:8]}; give every device of "
+                "the sharding a host, e.g. with datarax.sharding.pretend_hosts(num_hosts)."
+            )
+        hosts = [host_of[device.id] for device in devices]
+    elif callable(host_of):
+        hosts = [host_of(device) for device in devices]
+    else:
+        raise TypeError(
+            "host_of must be a mapping {device id: host}, a function device -> host, or "
+            f"None (each device's process_index), got {type(host_of).__name__}."
+        )
+    return np.array([check_int("a host index", h, minimum=0) for h in hosts], dtype=np.int64)
+
+
+def _row_sharding(sharding: Sharding) -> Sharding:
+    """The sharding of a rank-1 leaf (the rows) under `sharding`."""
+    if isinstance(sharding, NamedSharding) and len(sharding.spec) > 1:
+        return NamedSharding(sharding.mesh, PartitionSpec(sharding.spec[0]))
+    return sharding
+
+
+def _span(rows: list[tuple[int, int]]) -> str:
+    """``[(0, 8), (16, 24)]`` -> ``"0-7, 16-23"`` (stops are exclusive)."""
+    return ", ".join(f"{a}-{b - 1}" if b - a > 1 else f"{a}" for a, b in rows) or "-"
+
+
+def _merge(blocks: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted (start, stop) rows, overlapping or touching ones joined."""
+    merged: list[list[int]] = []
+    for start, stop in sorted({(int(a), int(b)) for a, b in blocks}):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    return [(a, b) for a, b in merged]
+
+
+class RowLedger:
+    """Which global rows every device and every host holds under `sharding`.
+
+    Args:
+        sharding: the sharding of the global batch (its first dimension is the rows).
+        num_rows: the global batch size.
+        host_of: which host each device belongs to: None for the devices' own
+            ``process_index``, or a mapping ``{device id: host}`` or a function
+            ``device -> host`` to let simulated devices play the hosts of a pod
+            (see `pretend_hosts`).
+
+    Raises:
+        TypeError: `sharding` is not a Sharding, or `host_of` is not usable.
+        ValueError: `num_rows` does not split the way the sharding needs, or the
+            sharding uses devices that ``jax.devices()`` does not list.
+
+    Example:
+        >>> mesh = jax.make_mesh((4, 2), ("data", "model"))
+        >>> ledger = RowLedger(NamedSharding(mesh, P("data")), 16, host_of=pretend_hosts(2))
+        >>> ledger.blocks_of_host(1), ledger.row_count(1)
+        ([(8, 16)], 8)
+        >>> ledger.hosts_of_row(3)
+        (0,)
+    """
+
+    def __init__(self, sharding: Sharding, num_rows: int, *, host_of: HostOf = None):
+        check_sharding_type(sharding)
+        check_devices_known(sharding)
+        self.sharding = sharding
+        self.num_rows = check_int("num_rows", num_rows, minimum=0)
+        rows = _row_sharding(sharding)
+        try:
+            rows.shard_shape((self.num_rows,))
+        except ValueError:
+            parts = _partitions(rows, 0)
+            raise ValueError(
+                f"A global batch of {self.num_rows} rows cannot be split into the "
+                f"{parts} equal row blocks this sharding needs. " + ways_out(0, parts)
+            ) from None
+        placed = rows.devices_indices_map((self.num_rows,))
+        devices = sorted(placed, key=lambda device: device.id)
+        spans = [placed[device][0].indices(self.num_rows)[:2] for device in devices]
+        self.devices: tuple[Any, ...] = tuple(devices)
+        self._positions = {device.id: position for position, device in enumerate(devices)}
+        self._starts = np.array([start for start, _ in spans], dtype=np.int64)
+        self._stops = np.array([stop for _, stop in spans], dtype=np.int64)
+        self._hosts = _hosts(devices, host_of)
+        self.hosts: tuple[int, ...] = tuple(int(h) for h in np.unique(self._hosts))
+        order = np.lexsort((self._starts, self._hosts))
+        self._by_host = order
+        self._host_edges = np.searchsorted(self._hosts[order], [*self.hosts, np.inf])
+
+    def _position(self, device: Any) -> int:
+        device_id = getattr(device, "id", device)
+        if device_id not in self._positions:
+            raise ValueError(f"device {device_id!r} holds no part of this sharding.")
+        return self._positions[device_id]
+
+    def _host_positions(self, host: int) -> np.ndarray:
+        if host not in self.hosts:
+            return np.zeros(0, dtype=np.int64)
+        number = self.hosts.index(host)
+        return self._by_host[self._host_edges[number] : self._host_edges[number + 1]]
+
+    def host_of_device(self, device: Any) -> int:
+        """The host that drives `device` (a `jax.Device` or its id)."""
+        return int(self._hosts[self._position(device)])
+
+    def rows_of_device(self, device: Any) -> range:
+        """The global rows `device` (a `jax.Device` or its id) holds."""
+        position = self._position(device)
+        return range(int(self._starts[position]), int(self._stops[position]))
+
+    def devices_of_host(self, host: int) -> tuple[Any, ...]:
+        """The devices of `host` that hold part of the batch, by id."""
+        return tuple(self.devices[p] for p in sorted(self._host_positions(host)))
+
+    def blocks_of_host(self, host: int) -> list[tuple[int, int]]:
+        """The rows `host` must read, as sorted, disjoint ``(start, stop)`` ranges."""
+        positions = self._host_positions(host)
+        return _merge(np.stack([self._starts[positions], self._stops[positions]], axis=1))
+
+    def rows_of_host(self, host: int) -> np.ndarray:
+        """The global rows `host` must read, in increasing order (empty if none)."""
+        blocks = self.blocks_of_host(host)
+        if not blocks:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.arange(a, b) for a, b in blocks])
+
+    def row_count(self, host: int) -> int:
+        """How many rows `host` must read."""
+        return sum(b - a for a, b in self.blocks_of_host(host))
+
+    def devices_of_row(self, row: int) -> tuple[Any, ...]:
+        """The devices that hold global row `row`."""
+        row = check_int("row", row, minimum=0)
+        if row >= self.num_rows:
+            raise ValueError(f"row must be in [0, {self.num_rows - 1}], got {row}.")
+        held = (self._starts <= row) & (row < self._stops)
+        return tuple(self.devices[p] for p in np.flatnonzero(held))
+
+    def hosts_of_row(self, row: int) -> tuple[int, ...]:
+        """The hosts whose devices hold global row `row`."""
+        return tuple(sorted({self.host_of_device(d) for d in self.devices_of_row(row)}))
+
+    def shared_blocks(self) -> dict[tuple[int, int], tuple[int, ...]]:
+        """Row blocks held by more than one host, with those hosts (replicas across hosts)."""
+        holders: dict[tuple[int, int], set[int]] = {}
+        for start, stop, host in zip(self._starts, self._stops, self._hosts, strict=True):
+            holders.setdefault((int(start), int(stop)), set()).add(int(host))
+        return {block: tuple(sorted(h)) for block, h in sorted(holders.items()) if len(h) > 1}
+
+    def table(self) -> str:
+        """One line per host: its devices, its rows, how many, and who holds them too."""
+        shared = self.shared_blocks()
+        lines = [("host", "devices", "rows", "count", "same rows also on hosts")]
+        for host in self.hosts:
+            blocks = self.blocks_of_host(host)
+            others = {
+                other
+                for block, holders in shared.items()
+                if host in holders and any(a <= block[0] < b for a, b in blocks)
+                for other in holders
+            } - {host}
+            devices = ",".join(str(d.id) for d in self.devices_of_host(host))
+            also = ",".join(map(str, sorted(others))) or "-"
+            lines.append((str(host), devices, _span(blocks), str(self.row_count(host)), also))
+        widths = [max(len(line[i]) for line in lines) for i in range(5)]
+        return "\n".join(
+            "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+            for line in lines
+        )
+
+    def device_table(self) -> str:
+        """One line per device: its host and its rows."""
+        lines = ["device  host  rows"]
+        for position, device in enumerate(self.devices):
+            rows = _span([(int(self._starts[position]), int(self._stops[position]))])
+            lines.append(f"{device.id:<6}  {int(self._hosts[position]):<4}  {rows}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.num_rows} rows over {len(self.devices)} devices on {len(self.hosts)} "
+            f"host(s), {_describe(self.sharding)}\n{self.table()}"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"RowLedger(num_rows={self.num_rows}, devices={len(self.devices)}, "
+            f"hosts={len(self.hosts)}, sharding={_describe(self.sharding)})"
+        )
+
+
+def _describe(sharding: Sharding) -> str:
+    if isinstance(sharding, NamedSharding):
+        mesh = dict(sharding.mesh.shape)
+        return f"spec {tuple(sharding.spec)} on mesh {mesh}"
+    return type(sharding).__name__
+
+
+def _partitions(sharding: Sharding, dim: int) -> int:
+    """How many blocks dimension `dim` is split into (read off a probe shape)."""
+    probe = (len(sharding.device_set),) * (dim + 1)
+    try:
+        starts = {index[dim].start or 0 for index in sharding.devices_indices_map(probe).values()}
+    except ValueError:
+        return 1
+    return len(starts)
+
+
+@functools.lru_cache(maxsize=256)
+def _dim_blocks(sharding: Sharding, rank: int, host: int) -> tuple[tuple[int, int], ...]:
+    """Per dimension: (blocks in all, distinct blocks `host`'s devices hold)."""
+    probe = (len(sharding.device_set),) * rank
+    placed = sharding.devices_indices_map(probe)
+    result = []
+    for dim in range(rank):
+        starts = {index[dim].indices(probe[dim])[0] for index in placed.values()}
+        held = {
+            index[dim].indices(probe[dim])[0]
+            for device, index in placed.items()
+            if device.process_index == host
+        }
+        result.append((len(starts), len(held)))
+    return tuple(result)
+
+
+def _this_host(process_index: int | None) -> int:
+    if process_index is None:
+        return jax.process_index()
+    return check_int("process_index", process_index, minimum=0)
+
+
+def global_to_local_shape(
+    sharding: Sharding, global_shape: tuple[int, ...], *, process_index: int | None = None
+) -> tuple[int, ...]:
+    """The shape of the part of a `global_shape` array that a host's devices hold.
+
+    Example:
+        >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+        >>> global_to_local_shape(NamedSharding(mesh, P("data")), (16, 3))
+        (16, 3)
+    """
+    check_sharding_type(sharding)
+    shape = tuple(global_shape)
+    sharding.shard_shape(shape)  # raises on shapes that do not divide
+    blocks = _dim_blocks(sharding, len(shape), _this_host(process_index))
+    return tuple(size // total * held for size, (total, held) in zip(shape, blocks, strict=True))
+
+
+def local_to_global_shape(
+    sharding: Sharding, local_shape: tuple[int, ...], *, process_index: int | None = None
+) -> tuple[int, ...]:
+    """The global shape of an array of which a host's devices hold `local_shape`.
+
+    Raises:
+        ValueError: the host holds no part of such an array (its devices are not in
+            the mesh), or `local_shape` does not split over the host's blocks.
+
+    Example:
+        >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+        >>> local_to_global_shape(NamedSharding(mesh, P("data")), (16, 3))
+        (16, 3)
+    """
+    check_sharding_type(sharding)
+    host = _this_host(process_index)
+    shape = tuple(local_shape)
+    result = []
+    for dim, (size, (total, held)) in enumerate(
+        zip(shape, _dim_blocks(sharding, len(shape), host), strict=True)
+    ):
+        if held == 0:
+            raise ValueError(
+                f"Host {host} holds no part of an array with this sharding (none of its "
+                "devices is in the mesh), so its local shape says nothing about the global one."
+            )
+        if size % held:
+            raise ValueError(
+                f"Dimension {dim} has size {size} on host {host}, which holds {held} of its "
+                f"{total} blocks, so the size must be a multiple of {held}. " + ways_out(dim, held)
+            )
+        result.append(size // held * total)
+    return tuple(result)
+
+
+def local_index(
+    sharding: Sharding, global_shape: tuple[int, ...], *, process_index: int | None = None
+) -> Index:
+    """Which part of a `global_shape` array a host's devices hold, per dimension.
+
+    Each entry is a slice (the host's blocks are contiguous) or an integer array (they
+    are not); ``np.asarray(x)[i0][:, i1]...`` gives the host's data in the order
+    ``jax.make_array_from_process_local_data`` expects. Blocks come in increasing
+    global order.
+
+    Example:
+        >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+        >>> local_index(NamedSharding(mesh, P("data")), (16,))
+        (slice(0, 16, None),)
+    """
+    check_sharding_type(sharding)
+    host = _this_host(process_index)
+    shape = tuple(global_shape)
+    sharding.shard_shape(shape)
+    placed = sharding.devices_indices_map(shape)
+    index: list[slice | np.ndarray] = []
+    for dim, size in enumerate(shape):
+        spans = sorted(
+            {
+                tuple(i[dim].indices(size)[:2])
+                for device, i in placed.items()
+                if device.process_index == host
+            }
+        )
+        merged = _merge(np.array(spans, dtype=np.int64).reshape(-1, 2))
+        if len(merged) <= 1:
+            start, stop = merged[0] if merged else (0, 0)
+            index.append(slice(start, stop))
+        else:
+            index.append(np.concatenate([np.arange(a, b) for a, b in merged]))
+    return tuple(index)
