@@ -1,0 +1,23 @@
+"""Where a sharded array lives: matplotlib pictures, text tables and shared colours.
+
+`plot_sharding` draws which device (and which host) holds which block of an array;
+`summarize` and `summary_table` list, per leaf of a pytree, the global shape, the
+PartitionSpec, each device's shard shape and bytes, and how many copies exist;
+`device_colors` and `host_colors` give the colours every picture here uses, so a
+notebook's own figures can match them. All of it only reads the arrays' shardings; no
+data is moved or copied.
+"""
+
+from ._palette import COPIES_HATCH as COPIES_HATCH
+from ._palette import DEVICE_PALETTE as DEVICE_PALETTE
+from ._palette import HOST_PALETTE as HOST_PALETTE
+from ._palette import device_colors as device_colors
+from ._palette import host_colors as host_colors
+from ._palette import text_color as text_color
+from ._placement import ShardingPlot as ShardingPlot
+from ._placement import plot_sharding as plot_sharding
+from ._tables import LeafSummary as LeafSummary
+from ._tables import format_spec as format_spec
+from ._tables import leaf_summaries as leaf_summaries
+from ._tables import summarize as summarize
+from ._tables import summary_table as summary_table
