@@ -14,7 +14,20 @@ NBMAKE := --nbmake --nbmake-timeout=120
 COLAB_VENV ?= .venv-colab
 COLAB_PINS := jax==0.7.2 jaxlib==0.7.2 flax==0.11.2
 
-.PHONY: venv test unit tutorials lint lab colab-unit clean bench docs colab binder-check browser-check
+NEWEST_VENV ?= .venv-newest
+# The newest Python here that starts (a pyenv shim of a version not selected does not):
+# jax 0.11 and later need Python 3.12 or newer. Override with NEWEST_PYTHON=/path/to/python.
+NEWEST_PYTHON ?= $(firstword $(foreach candidate,python3.13 python3.12,\
+	$(shell $(candidate) -c pass >/dev/null 2>&1 && echo $(candidate))) $(PYTHON))
+export NEWEST_VERSIONS := import sys, jax, jaxlib, flax; \
+	print('tested: python %d.%d.%d, jax %s, jaxlib %s, flax %s' \
+	% (*sys.version_info[:3], jax.__version__, jaxlib.__version__, flax.__version__)); \
+	sys.version_info < (3, 12) and print('NOTE: Python %d.%d is the newest Python found here, \
+	so jax %s is the newest jax this machine can test (jax 0.11 and later need Python 3.12+).' \
+	% (*sys.version_info[:2], jax.__version__))
+
+.PHONY: venv test unit tutorials lint lab colab-unit clean bench docs colab newest \
+	binder-check browser-check
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +81,24 @@ colab: $(COLAB_VENV)/.installed
 	assert found == ((3, 11), '0.7.2', '0.7.2', '0.11.2'), found"
 	$(COLAB_VENV)/bin/python -m pytest tests datarax tutorials $(NBMAKE) -p no:cacheprovider
 
+## make newest: the tests and every notebook on the newest jax and flax pip resolves, in
+## $(NEWEST_VENV) on the newest Python here; prints the versions it tested.
+newest:
+	@python="$(NEWEST_PYTHON)"; \
+	want=$$($$python -c 'import sys; print(sys.version)') || exit 1; \
+	have=$$($(NEWEST_VENV)/bin/python -c 'import sys; print(sys.version)' 2>/dev/null); \
+	if [ "$$want" != "$$have" ]; then \
+		echo "$(NEWEST_VENV): a new venv on $$python (Python $${want%% *})"; \
+		rm -rf $(NEWEST_VENV) && $$python -m venv $(NEWEST_VENV); \
+	fi
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
+		-e ".[tests,tutorials]" jax jaxlib flax
+	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
+	$(NEWEST_VENV)/bin/python -m pytest tests datarax tutorials $(NBMAKE) -p no:cacheprovider \
+		|| { $(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"; exit 1; }
+	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
+
 ## make docs: the site in docs/_build/html; every tutorial executed (cached), warnings are errors.
 docs: $(STAMP)
 	$(PY) -m pytest --doctest-modules docs/_tools -q -p no:cacheprovider
@@ -83,4 +114,4 @@ browser-check: $(STAMP)
 	timeout 600 $(PY) tests/browser/check_lab.py --timeout 420
 
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) .venv-binder docs/_build docs/_generated .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(COLAB_VENV) $(NEWEST_VENV) .venv-binder docs/_build docs/_generated .pytest_cache .ruff_cache .hypothesis
