@@ -11,6 +11,8 @@ from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import datarax  # noqa: E402
+from datarax.checkpoint import Checkpoints  # noqa: E402
+from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.sharding import (  # noqa: E402
     ArraySharder,
     JaxProcessSharder,
@@ -32,4 +34,6 @@ def _doctest_names(doctest_namespace: dict) -> None:
         JaxProcessSharder=JaxProcessSharder,
         JaxProcessSharderModule=JaxProcessSharderModule,
         pad_to_multiple=pad_to_multiple,
+        Pipeline=Pipeline,
+        Checkpoints=Checkpoints,
     )

@@ -1,73 +1,42 @@
-"""`Pipeline`: batches from a source, passed through stages such as a shard stage.
+"""`Pipeline`: batches from a source through stages, per host or as one global batch.
 
-Data stays on the host (numpy) until a stage puts it on devices, so each step
-places exactly one batch.
+Per host (no ``sharding=``): batches of the source's rows go through `stages` in
+order; a stage such as ``lambda b: sharder.shard(b, sharding)`` places them on
+devices, so data stays on the host until that stage places exactly one batch. When
+several JAX processes each run such a pipeline into a `JaxProcessSharder`, they agree
+before every epoch on how many batches it has, so none waits for a batch another
+host never makes.
+
+Global (``sharding=S``): every host builds the same pipeline over the same global
+source. Batch k of an epoch is the rows ``epoch_order(epoch)[k*B:(k+1)*B]`` (plain
+order without shuffle), for any number of processes and devices. Each host reads
+from the source only the rows its devices hold under S (the `RowLedger`), runs
+`stages` on them (host side, numpy), builds the global `jax.Array` batch, then runs
+`device_stages` on it. The state (`get_state`) names no process or device, so a job
+saved on 2 hosts resumes at exactly the next batch on 1 or 4.
 """
 
 from __future__ import annotations
 
-import numbers
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal
 
 import jax
 import numpy as np
 from flax import nnx
+from jax.sharding import Sharding
 
-from datarax.sharding._checks import leaf_name
+from datarax._agreement import agree, feeds_hosts
+from datarax.sharding._checks import check_bool, check_int, check_sharding_type
+from datarax.sharding.array_sharder import ArraySharder
+from datarax.sharding.global_arrays import make_global
+from datarax.sharding.ledger import RowLedger, local_index
+from datarax.sources import ArraySource, RandomAccessSource, Rows, read_rows
 
 Batch = Any
 Stage = Callable[[Batch], Batch]
-
-
-class RandomAccessSource(Protocol):
-    """Anything with a length and integer indexing that returns one record."""
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, index: int) -> Any: ...
-
-
-class ArraySource:
-    """An in-memory source: a pytree (usually a dict) of arrays with equal row counts.
-
-    Indexing with an int returns one record; with a slice or an integer array it
-    returns a whole batch in one gather per leaf.
-
-    Example:
-        >>> source = ArraySource({"x": np.arange(6), "y": np.arange(6) * 10})
-        >>> len(source), source[2]
-        (6, {'x': np.int64(2), 'y': np.int64(20)})
-        >>> source[np.array([0, 5])]["y"]
-        array([ 0, 50])
-    """
-
-    def __init__(self, data: Any):
-        path_leaves, self._treedef = jax.tree_util.tree_flatten_with_path(data)
-        if not path_leaves:
-            raise ValueError("source has no arrays; pass e.g. {'image': images, 'label': labels}.")
-        self._leaves = [np.asarray(leaf) if np.ndim(leaf) else leaf for _, leaf in path_leaves]
-        lengths = {}
-        for (path, _), leaf in zip(path_leaves, self._leaves, strict=True):
-            name = leaf_name(path, root="source")
-            if np.ndim(leaf) == 0:
-                raise ValueError(
-                    f"{name} is a scalar; every leaf of a source needs one row per example."
-                )
-            lengths[name] = len(leaf)
-        if len(set(lengths.values())) > 1:
-            listed = ", ".join(f"{name} has {n}" for name, n in lengths.items())
-            raise ValueError(
-                f"The leaves of the source differ in length ({listed}). Every leaf needs "
-                "one row per example; trim or fix the arrays so their lengths match."
-            )
-        self._length = next(iter(lengths.values()))
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index: int | slice | np.ndarray) -> Any:
-        return jax.tree_util.tree_unflatten(self._treedef, [leaf[index] for leaf in self._leaves])
+_STATE_KEYS = ("epoch", "batch_index", "batch_size", "source_length", "seed")
 
 
 def _shuffle_seed(rngs: nnx.Rngs) -> list[int]:
@@ -75,22 +44,63 @@ def _shuffle_seed(rngs: nnx.Rngs) -> list[int]:
     return [int(word) for word in np.asarray(jax.random.key_data(key)).ravel()]
 
 
-class Pipeline:
-    """Iterates over batches of `source`, applying `stages` in order to each.
+def _check_stages(name: str, stages: Sequence[Stage]) -> tuple[Stage, ...]:
+    for position, stage in enumerate(stages):
+        if not callable(stage):
+            raise TypeError(
+                f"{name}[{position}] is a {type(stage).__name__}, which is not callable. "
+                "A stage is a function or an nnx.Module with __call__(batch) -> batch."
+            )
+    return tuple(stages)
 
-    Every ``iter()`` begins a new epoch, unless `set_state` was called since, in
-    which case it resumes exactly there. With ``shuffle=True`` each epoch has its
-    own permutation, derived from `rngs` and the epoch number only, so every host
-    built with the same `rngs` sees the same global order.
+
+def _run_stage(stages: tuple[Stage, ...], name: str, batch: Batch) -> Batch:
+    for position, stage in enumerate(stages):
+        try:
+            batch = stage(batch)
+        except ValueError as error:
+            if "read-only" not in str(error):
+                raise
+            raise ValueError(
+                f"{name}[{position}] wrote into its batch in place, but a pipeline's host "
+                "batches are read-only (views of the source, which must not change). "
+                "Return new arrays instead, e.g. {**batch, 'x': batch['x'] * 2}."
+            ) from error
+    return batch
+
+
+class Pipeline:
+    """Iterates over batches of `source`, per host or as one global batch.
+
+    Every ``iter()`` begins a new epoch, unless `set_state` was called since, in which
+    case it resumes exactly there. A pipeline has one position: an iterator made
+    earlier stops with an error once a newer one exists. With ``shuffle=True`` each
+    epoch has its own permutation, derived from `rngs` and the epoch only, so every
+    host built with the same `rngs` sees the same global order.
 
     Args:
-        source: a dict (or other pytree) of equal-length arrays, an `ArraySource`,
-            or any object with ``__len__`` and ``__getitem__`` returning records.
-        stages: callables (functions or ``nnx.Module`` instances) applied to each batch.
-        batch_size: rows per batch, a positive int.
+        source: a dict (or other pytree) of equal-length arrays, an `ArraySource`, or
+            anything with ``__len__`` and ``__getitem__`` returning records (a Grain
+            data source, for example). With `sharding`, the same global source on
+            every host.
+        stages: callables (functions or ``nnx.Module`` instances) applied to each
+            batch in order. With `sharding`, they run on this host's rows (numpy)
+            before placement and must keep the rows.
+        batch_size: rows per batch; with `sharding`, the global batch size.
         rngs: seeds the shuffle; required when ``shuffle=True``.
         shuffle: visit the rows in a new random order every epoch.
         drop_remainder: drop the last partial batch (default) or keep it.
+        sharding: make global batches placed with this sharding (see above).
+        device_stages: with `sharding`, callables applied to the global batch after
+            placement (jax arrays; jit them for speed).
+        multihost: whether the hosts' pipelines feed one global batch, so they must
+            agree on each epoch's number of batches. None (default) detects a
+            `JaxProcessSharder` in the stages; pass True when it sits elsewhere (in
+            ``prefetch_to_device(..., sharder=...)``), False for a pipeline one host
+            runs alone.
+        uneven_hosts: when per-host pipelines have different numbers of batches in
+            an epoch: ``"stop"`` (default) makes every host stop at the smallest,
+            ``"raise"`` raises a ValueError on every host naming each host's count.
 
     Example:
         >>> pipeline = Pipeline(source={"x": np.arange(10)}, stages=[lambda b: b["x"] * 2],
@@ -108,20 +118,24 @@ class Pipeline:
         rngs: nnx.Rngs | None = None,
         shuffle: bool = False,
         drop_remainder: bool = True,
+        sharding: Sharding | None = None,
+        device_stages: Sequence[Stage] = (),
+        multihost: bool | None = None,
+        uneven_hosts: Literal["stop", "raise"] = "stop",
     ):
-        if (
-            not isinstance(batch_size, numbers.Integral)
-            or isinstance(batch_size, bool)
-            or batch_size <= 0
-        ):
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
-        for position, stage in enumerate(stages):
-            if not callable(stage):
-                raise TypeError(
-                    f"stages[{position}] is a {type(stage).__name__}, which is not callable. "
-                    "A stage is a function or an nnx.Module with __call__(batch) -> batch."
-                )
-        if shuffle and rngs is None:
+        self.batch_size = check_int("batch_size", batch_size)
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.drop_remainder = check_bool("drop_remainder", drop_remainder)
+        self.stages = _check_stages("stages", stages)
+        self.device_stages = _check_stages("device_stages", device_stages)
+        if self.device_stages and sharding is None:
+            raise ValueError("device_stages run on global batches: pass sharding= as well.")
+        if uneven_hosts not in ("stop", "raise"):
+            raise ValueError(f"uneven_hosts must be 'stop' or 'raise', got {uneven_hosts!r}.")
+        self.uneven_hosts = uneven_hosts
+        if multihost is not None:
+            check_bool("multihost", multihost)
+        if self.shuffle and rngs is None:
             raise ValueError("shuffle=True needs a seed: pass rngs=nnx.Rngs(seed).")
         if isinstance(source, (Mapping, np.ndarray, jax.Array)):
             source = ArraySource(source)
@@ -131,54 +145,91 @@ class Pipeline:
                 f"{type(source).__name__}."
             )
         self.source: ArraySource | RandomAccessSource = source
-        self.stages = tuple(stages)
-        self.batch_size = int(batch_size)
-        self.shuffle = shuffle
-        self.drop_remainder = drop_remainder
-        self._seed = _shuffle_seed(rngs) if shuffle and rngs is not None else None
-        rows = len(source)
-        self.num_batches = (
-            rows // self.batch_size if drop_remainder else -(-rows // self.batch_size)
-        )
+        self.source_length = len(source)
+        self._seed = _shuffle_seed(rngs) if self.shuffle and rngs is not None else None
+        rows, batch = self.source_length, self.batch_size
+        self.num_batches = rows // batch if self.drop_remainder else -(-rows // batch)
         if self.num_batches == 0 and rows:
             raise ValueError(
-                f"batch_size={batch_size} is larger than the source ({rows} rows) and "
+                f"batch_size={batch} is larger than the source ({rows} rows) and "
                 "drop_remainder=True, so no batch would be produced. Use a smaller "
                 "batch_size or drop_remainder=False."
             )
-        self._epoch = 0
-        self._next_batch = 0
+        self.sharding = None if sharding is None else check_sharding_type(sharding)
+        self._ledgers: dict[int, RowLedger] = {}
+        if self.sharding is not None:
+            self._ledger(batch)  # raises now if the global batch does not fit the sharding
+            if rows % batch and not self.drop_remainder:
+                self._ledger(rows % batch)
+        self.multihost = feeds_hosts(self.stages) if multihost is None else multihost
+        self._epoch, self._next_batch = 0, 0
         self._resume = True  # the next iter() continues at (_epoch, _next_batch)
         self._generation = 0
 
     def __len__(self) -> int:
         return self.num_batches
 
+    def _ledger(self, rows: int) -> RowLedger:
+        if rows not in self._ledgers:
+            assert self.sharding is not None
+            self._ledgers[rows] = RowLedger(self.sharding, rows)
+        return self._ledgers[rows]
+
     def epoch_order(self, epoch: int) -> np.ndarray | None:
         """The row order of `epoch` (None when not shuffling: rows in order)."""
+        epoch = check_int("epoch", epoch, minimum=0)
         if self._seed is None:
             return None
-        return np.random.default_rng([*self._seed, epoch]).permutation(len(self.source))
+        return np.random.default_rng([*self._seed, epoch]).permutation(self.source_length)
 
-    def get_state(self) -> dict[str, int]:
-        """Where iteration stands: the epoch and the index of the next batch."""
-        if self._next_batch >= self.num_batches:
-            return {"epoch": self._epoch + 1, "batch_index": 0}
-        return {"epoch": self._epoch, "batch_index": self._next_batch}
+    def get_state(self) -> dict[str, Any]:
+        """Where iteration stands, as a small JSON-serialisable dict.
 
-    def set_state(self, state: Mapping[str, int]) -> None:
-        """Makes the next ``iter()`` resume at `state` (as returned by `get_state`)."""
-        epoch, batch_index = state.get("epoch"), state.get("batch_index")
-        if not (
-            isinstance(epoch, int)
-            and epoch >= 0
-            and isinstance(batch_index, int)
-            and 0 <= batch_index <= self.num_batches
-        ):
+        It holds the epoch and the next batch, plus what must match on resume (batch
+        size, source length, shuffle seed), and nothing about processes or devices.
+        """
+        epoch, batch_index = self._epoch, self._next_batch
+        if batch_index >= self.num_batches:
+            epoch, batch_index = epoch + 1, 0
+        return {
+            "epoch": epoch,
+            "batch_index": batch_index,
+            "batch_size": self.batch_size,
+            "source_length": self.source_length,
+            "seed": self._seed,
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Makes the next ``iter()`` resume at `state` (as returned by `get_state`).
+
+        Works on a pipeline built with any number of processes. Costs the same
+        wherever the state is in the epoch: no batch is replayed.
+
+        Raises:
+            ValueError: `state` is malformed, or was made by a pipeline with another
+                batch size, source length or shuffle seed.
+        """
+        if not isinstance(state, Mapping) or set(state) != set(_STATE_KEYS):
+            got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(
-                "state must be {'epoch': int >= 0, 'batch_index': int in [0, "
-                f"{self.num_batches}]}} as returned by get_state(), got {dict(state)!r}."
+                f"state must be the dict get_state() returns, with keys {list(_STATE_KEYS)}; "
+                f"got {got}."
             )
+        epoch = check_int("state['epoch']", state["epoch"], minimum=0)
+        batch_index = check_int("state['batch_index']", state["batch_index"], minimum=0)
+        if batch_index > self.num_batches:
+            raise ValueError(
+                f"state['batch_index'] must be in [0, {self.num_batches}], got {batch_index}."
+            )
+        mine = self.get_state()
+        for key in ("batch_size", "source_length", "seed"):
+            if state[key] != mine[key]:
+                raise ValueError(
+                    f"This state was saved by a pipeline with {key}={state[key]!r}, but this "
+                    f"one has {key}={mine[key]!r}: resuming would give other batches than "
+                    "the saved run. Build the pipeline as it was (the same source, "
+                    "batch_size and rngs seed) before set_state."
+                )
         self._epoch, self._next_batch = epoch, batch_index
         self._resume = True
 
@@ -192,23 +243,70 @@ class Pipeline:
         self._generation += 1
         return self._run(self._generation)
 
-    def _rows(self, order: np.ndarray | None, batch_index: int) -> slice | np.ndarray:
+    def _rows(self, order: np.ndarray | None, batch_index: int) -> Rows:
+        """The global rows of batch `batch_index` that this host reads, in batch order."""
         start = batch_index * self.batch_size
-        stop = min(start + self.batch_size, len(self.source))
-        return slice(start, stop) if order is None else order[start:stop]
+        stop = min(start + self.batch_size, self.source_length)
+        if self.sharding is None:
+            return slice(start, stop) if order is None else order[start:stop]
+        mine = self._ledger(stop - start).blocks_of_host(jax.process_index())
+        if order is None and len(mine) == 1:
+            return slice(start + mine[0][0], start + mine[0][1])
+        positions = np.concatenate([np.arange(a, b) for a, b in mine] or [np.zeros(0, int)])
+        return (np.arange(start, stop) if order is None else order[start:stop])[positions]
 
-    def _read(self, rows: slice | np.ndarray) -> Batch:
-        if isinstance(self.source, ArraySource):
-            return self.source[rows]
-        indices = range(*rows.indices(len(self.source))) if isinstance(rows, slice) else rows
-        records = [self.source[int(i)] for i in indices]
-        return jax.tree_util.tree_map(lambda *leaves: np.stack(leaves), *records)
+    def _place(self, batch: Batch, rows: int) -> Batch:
+        """This host's rows as global arrays (trailing dimensions cut to this host's part)."""
+        assert self.sharding is not None
+        if jax.process_count() == 1:
+            return ArraySharder().shard(batch, self.sharding)
+
+        def trailing(leaf: Any) -> Any:
+            if np.ndim(leaf) < 2:
+                return leaf
+            index = local_index(self.sharding, (rows, *np.shape(leaf)[1:]))  # type: ignore[arg-type]
+            for dim, part in enumerate(index[1:], start=1):
+                leaf = leaf[(slice(None),) * dim + (part,)]
+            return leaf
+
+        return make_global(jax.tree_util.tree_map(trailing, batch), self.sharding)
+
+    def _agree_on_epoch(self) -> int:
+        """How many batches this epoch runs, agreed with the other hosts when needed."""
+        if jax.process_count() == 1 or not (self.sharding is not None or self.multihost):
+            return self.num_batches
+        if self.sharding is not None:
+            agree(json.dumps(self.get_state(), sort_keys=True), "the pipeline's state")
+            return self.num_batches
+        left = self.num_batches - self._next_batch
+        counts = [int(text) for text in agree(str(left), None)]
+        if len(set(counts)) > 1 and self.uneven_hosts == "raise":
+            listed = ", ".join(f"{c} on process {p}" for p, c in enumerate(counts))
+            raise ValueError(
+                f"The hosts' pipelines have different numbers of batches left in epoch "
+                f"{self._epoch}: {listed}. Give every host the same number of rows "
+                "(JaxProcessSharder(drop_remainder=True) does), or use "
+                "uneven_hosts='stop' to stop every host at the smallest count."
+            )
+        return self._next_batch + min(counts)
 
     def _run(self, generation: int) -> Iterator[Batch]:
         order = self.epoch_order(self._epoch)
-        while generation == self._generation and self._next_batch < self.num_batches:
-            batch = self._read(self._rows(order, self._next_batch))
+        end = self._agree_on_epoch()
+        while True:
+            if generation != self._generation:
+                raise RuntimeError(
+                    "This iterator over the pipeline was superseded by a newer "
+                    "iter(pipeline) (zip(p, p), a loop over p inside a loop over p, or two "
+                    "prefetchers over p). A pipeline has one position, so only its newest "
+                    "iterator can go on; build a second Pipeline for an independent pass."
+                )
+            if self._next_batch >= end:
+                return
+            rows = self._rows(order, self._next_batch)
+            batch = _run_stage(self.stages, "stages", read_rows(self.source, rows))
+            if self.sharding is not None:
+                size = min(self.batch_size, self.source_length - self._next_batch * self.batch_size)
+                batch = _run_stage(self.device_stages, "device_stages", self._place(batch, size))
             self._next_batch += 1
-            for stage in self.stages:
-                batch = stage(batch)
             yield batch

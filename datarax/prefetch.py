@@ -9,7 +9,6 @@ At most `size` placed batches wait in the buffer; the thread pauses when it is f
 
 from __future__ import annotations
 
-import numbers
 import queue
 import threading
 import weakref
@@ -20,7 +19,7 @@ import jax
 from jax.sharding import Sharding
 
 from datarax.sharding._base import SharderModule
-from datarax.sharding._checks import check_sharding_type
+from datarax.sharding._checks import check_int, check_sharding_type
 from datarax.sharding.array_sharder import ArraySharder
 
 Batch = Any
@@ -45,7 +44,12 @@ class _Channel:
         self.stop = threading.Event()
 
 
-def _produce(channel: _Channel, batches: Iterator[Batch], place: Place | None) -> None:
+def _produce(
+    channel: _Channel,
+    batches: Iterator[Batch],
+    place: Place | None,
+    state_of: Callable[[], Any] | None,
+) -> None:
     try:
         while True:
             channel.free_slots.acquire()
@@ -56,9 +60,10 @@ def _produce(channel: _Channel, batches: Iterator[Batch], place: Place | None) -
             except StopIteration:
                 channel.items.put(_END)
                 return
+            state = state_of() if state_of is not None else None
             if place is not None:
                 batch = place(batch)
-            channel.items.put(jax.block_until_ready(batch))
+            channel.items.put((jax.block_until_ready(batch), state))
     except BaseException as error:  # carried to the consumer, re-raised there
         channel.items.put(_Failure(error))
     finally:
@@ -119,9 +124,13 @@ class DevicePrefetcher(Iterator[Batch]):
     def __init__(self, batches: Iterable[Batch], size: int, place: Place | None):
         self._channel = _Channel(size)
         self._done = False
+        state_of = getattr(batches, "get_state", None)
+        self._state_of = state_of if callable(state_of) else None
+        iterator = iter(batches)
+        self._state = self._state_of() if self._state_of is not None else None
         self._thread = threading.Thread(
             target=_produce,
-            args=(self._channel, iter(batches), place),
+            args=(self._channel, iterator, place, self._state_of),
             name="datarax-prefetch",
             daemon=True,
         )
@@ -141,7 +150,26 @@ class DevicePrefetcher(Iterator[Batch]):
                 raise StopIteration
             raise item.error
         self._channel.free_slots.release()
-        return item
+        batch, self._state = item
+        return batch
+
+    def get_state(self) -> Any:
+        """The source's state just after the batch ``next()`` returned last.
+
+        The thread reads ahead, so the source's own ``get_state()`` is up to `size`
+        batches further on. Save this one with the step that consumed the batch: a
+        job resumed from it continues at exactly the next batch the step would have
+        taken.
+
+        Raises:
+            TypeError: the source (e.g. a generator) has no ``get_state``.
+        """
+        if self._state_of is None:
+            raise TypeError(
+                "The batches being prefetched have no get_state(); prefetch a Pipeline "
+                "to save and resume its position."
+            )
+        return self._state
 
     def close(self) -> None:
         """Stops the background thread, waits for it and closes the source iterator.
@@ -186,8 +214,9 @@ def prefetch_to_device(
         stopping early.
 
     Raises:
-        ValueError: `size` is not a positive int, or both `place` and `sharding`.
-        TypeError: `sharding` is not a Sharding or `place` is not callable.
+        ValueError: `size` is below 1, or both `place` and `sharding` are given.
+        TypeError: `size` is not an int, `sharding` is not a Sharding or `place` is
+            not callable.
 
     Example:
         >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
@@ -196,8 +225,5 @@ def prefetch_to_device(
         ...     [int(np.asarray(batch["x"])[0, 0]) for batch in it]
         [0, 1, 2]
     """
-    if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
-        raise ValueError(
-            f"size must be a positive int (how many batches to place ahead), got {size!r}."
-        )
-    return DevicePrefetcher(batches, int(size), _placer(sharding, sharder, place))
+    size = check_int("size", size, meaning="how many batches to place ahead")
+    return DevicePrefetcher(batches, size, _placer(sharding, sharder, place))

@@ -131,14 +131,19 @@ def test_process_index_out_of_range(index: int, count: int) -> None:
         JaxProcessSharderModule(process_index=index, process_count=count)
 
 
-@pytest.mark.parametrize("batch_size", [0, -4, 2.5, True])
-def test_batch_size_must_be_positive_int(batch_size) -> None:
-    with pytest.raises(ValueError, match=f"batch_size must be a positive int, got {batch_size!r}"):
+@pytest.mark.parametrize(
+    ("batch_size", "error"),
+    [(0, ValueError), (-4, ValueError), (2.5, TypeError), (True, TypeError), ("8", TypeError)],
+)
+def test_batch_size_must_be_positive_int(batch_size, error) -> None:
+    with pytest.raises(error, match=r"batch_size must be an int >= 1, got .*" + f"{batch_size!r}"):
         Pipeline(source={"x": np.arange(8)}, batch_size=batch_size)
 
 
 def test_source_leaves_differ_in_length() -> None:
-    with pytest.raises(ValueError, match=r"source\['image'\] has 10, source\['label'\] has 9"):
+    with pytest.raises(
+        ValueError, match=r"source\['image'\] has 10 rows, source\['label'\] has 9 r"
+    ):
         Pipeline(source={"image": np.zeros((10, 2)), "label": np.arange(9)}, batch_size=2)
 
 
@@ -162,4 +167,4 @@ def test_batch_larger_than_source() -> None:
 def test_bad_state_is_rejected() -> None:
     pipeline = Pipeline(source={"x": np.arange(8)}, batch_size=2)
     with pytest.raises(ValueError, match="batch_index"):
-        pipeline.set_state({"epoch": 0, "batch_index": 9})
+        pipeline.set_state(pipeline.get_state() | {"batch_index": 9})

@@ -1,6 +1,9 @@
 """Pipeline: batching, shuffling per epoch, resuming exactly, remainder handling."""
 
 import itertools
+import json
+import re
+import time
 
 import jax
 import numpy as np
@@ -9,8 +12,10 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.pipeline import ArraySource, Pipeline
-from datarax.sharding import ArraySharder
+from datarax.pipeline import Pipeline
+from datarax.prefetch import prefetch_to_device
+from datarax.sharding import ArraySharder, JaxProcessSharder
+from datarax.sources import ArraySource
 
 
 def _source(rows: int = 20) -> dict[str, np.ndarray]:
@@ -19,6 +24,11 @@ def _source(rows: int = 20) -> dict[str, np.ndarray]:
 
 def _rows(pipeline) -> list[list[int]]:
     return [batch["x"].tolist() for batch in pipeline]
+
+
+def _position(pipeline: Pipeline) -> tuple[int, int]:
+    state = pipeline.get_state()
+    return state["epoch"], state["batch_index"]
 
 
 def test_batches_in_order_and_remainder_dropped() -> None:
@@ -64,9 +74,9 @@ def test_iterating_again_starts_a_new_epoch() -> None:
     pipeline = Pipeline(source=_source(), batch_size=5, shuffle=True, rngs=nnx.Rngs(0))
     iterator = iter(pipeline)
     next(iterator)
-    assert pipeline.get_state() == {"epoch": 0, "batch_index": 1}
+    assert _position(pipeline) == (0, 1)
     np.testing.assert_array_equal(next(iter(pipeline))["x"], pipeline.epoch_order(1)[:5])
-    assert pipeline.get_state() == {"epoch": 1, "batch_index": 1}
+    assert _position(pipeline) == (1, 1)
 
 
 @pytest.mark.parametrize("stop_after", [0, 1, 3, 4, 6])
@@ -118,3 +128,200 @@ def test_host_data_stays_on_host_until_the_shard_stage() -> None:
     out = list(pipeline)
     assert seen_types == [{np.ndarray}] * 2
     assert all(isinstance(b["x"], jax.Array) and b["x"].sharding.spec == P("data") for b in out)
+
+
+def test_state_is_small_json_and_names_what_must_match() -> None:
+    pipeline = Pipeline(source=_source(), batch_size=5, shuffle=True, rngs=nnx.Rngs(0))
+    next(iter(pipeline))
+    state = pipeline.get_state()
+    assert json.loads(json.dumps(state)) == state
+    assert set(state) == {"epoch", "batch_index", "batch_size", "source_length", "seed"}
+    assert (state["batch_size"], state["source_length"]) == (5, 20)
+    again = Pipeline(source=_source(), batch_size=5, shuffle=True, rngs=nnx.Rngs(0))
+    again.set_state(state | {"epoch": np.int64(0), "batch_index": np.int64(1)})
+    assert _position(again) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("other", "match"),
+    [
+        ({"batch_size": 4}, "batch_size=5, but this one has batch_size=4"),
+        ({"source": _source(25)}, "source_length=20, but this one has source_length=25"),
+        ({"rngs": nnx.Rngs(1)}, "seed="),
+    ],
+)
+def test_a_state_from_another_pipeline_is_refused(other: dict, match: str) -> None:
+    settings = {"source": _source(), "batch_size": 5, "shuffle": True, "rngs": nnx.Rngs(0)}
+    state = Pipeline(**settings).get_state()
+    with pytest.raises(ValueError, match=re.escape(match)):
+        Pipeline(**(settings | other)).set_state(state)
+
+
+def test_malformed_states_are_refused() -> None:
+    pipeline = Pipeline(source=_source(), batch_size=5)
+    state = pipeline.get_state()
+    with pytest.raises(ValueError, match="with keys"):
+        pipeline.set_state({"epoch": 0, "batch_index": 1})
+    with pytest.raises(TypeError, match=r"state\['epoch'\] must be an int"):
+        pipeline.set_state(state | {"epoch": True})
+    with pytest.raises(ValueError, match=r"state\['batch_index'\] must be in \[0, 4\]"):
+        pipeline.set_state(state | {"batch_index": 5})
+
+
+def test_a_superseded_iterator_raises_instead_of_stopping_silently() -> None:
+    pipeline = Pipeline(source=_source(), batch_size=5)
+    with pytest.raises(RuntimeError, match="superseded by a newer iter"):
+        for _ in pipeline:
+            list(pipeline)
+    with pytest.raises(RuntimeError, match="superseded"):
+        list(zip(pipeline, pipeline, strict=False))
+    first = prefetch_to_device(pipeline, size=1)
+    second = prefetch_to_device(pipeline, size=1)
+    with pytest.raises(RuntimeError, match="superseded"):
+        list(first)
+    assert len(list(second)) == 4
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_stage_cannot_write_into_the_source(shuffle: bool) -> None:
+    source = _source()
+
+    def double_in_place(batch):
+        batch["x"] *= 2
+        return batch
+
+    pipeline = Pipeline(
+        source=source, stages=[double_in_place], batch_size=5, shuffle=shuffle, rngs=nnx.Rngs(0)
+    )
+    with pytest.raises(ValueError, match=r"stages\[0\] wrote into its batch in place"):
+        next(iter(pipeline))
+    np.testing.assert_array_equal(source["x"], np.arange(20))
+    assert _position(pipeline) == (0, 0)  # the failed batch was not consumed
+
+
+def test_a_failing_stage_leaves_its_batch_for_the_resume() -> None:
+    calls = []
+
+    def flaky(batch):
+        calls.append(batch["x"].tolist())
+        if len(calls) == 2:
+            raise OSError("disk hiccup")
+        return batch
+
+    pipeline = Pipeline(source=_source(), stages=[flaky], batch_size=5)
+    iterator = iter(pipeline)
+    next(iterator)
+    with pytest.raises(OSError, match="disk hiccup"):
+        next(iterator)
+    pipeline.set_state(pipeline.get_state())
+    assert next(iter(pipeline))["x"].tolist() == [5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("option", ["shuffle", "drop_remainder"])
+def test_bool_options_accept_only_bools(option: str) -> None:
+    with pytest.raises(TypeError, match=f"{option} must be True or False, got str: 'no'"):
+        Pipeline(source=_source(), batch_size=5, rngs=nnx.Rngs(0), **{option: "no"})
+
+
+def test_records_of_different_structure_or_shape_are_named() -> None:
+    class Uneven:
+        def __init__(self, records):
+            self.records = records
+
+        def __len__(self) -> int:
+            return len(self.records)
+
+        def __getitem__(self, index: int):
+            return self.records[index]
+
+    shapes = Uneven(
+        [{"x": np.zeros(2)}, {"x": np.zeros(2)}, {"x": np.zeros(3)}, {"x": np.zeros(2)}]
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"source\[0\]\['x'\] has shape \(2,\), but the same leaf of source\[2\] has \(3,\)",
+    ):
+        list(Pipeline(source=shapes, batch_size=4))
+    keys = Uneven([{"x": 1}, {"y": 2}])
+    with pytest.raises(ValueError, match=r"source\[1\] has structure .* but source\[0\] has"):
+        list(Pipeline(source=keys, batch_size=2))
+    with pytest.raises(TypeError, match="keys of different types"):
+        Pipeline(source={"a": np.arange(4), 1: np.arange(4)}, batch_size=2)
+
+
+def test_text_records_stay_lists_for_a_host_stage() -> None:
+    lines = ["a", "bb", "ccc", "dddd"]
+    pipeline = Pipeline(
+        source=lines, stages=[lambda b: np.array([len(s) for s in b])], batch_size=2
+    )
+    assert [b.tolist() for b in pipeline] == [[1, 2], [3, 4]]
+
+
+def test_a_grain_array_record_source_reads_only_the_rows_asked_for(tmp_path) -> None:
+    from array_record.python.array_record_module import ArrayRecordWriter
+    from grain.python import ArrayRecordDataSource
+
+    path = str(tmp_path / "rows.array_record")
+    writer = ArrayRecordWriter(path, "group_size:1")
+    for row in range(12):
+        writer.write(np.array([row, row * row], np.int64).tobytes())
+    writer.close()
+
+    def decode(batch: list[bytes]) -> np.ndarray:
+        return np.stack([np.frombuffer(record, np.int64) for record in batch])
+
+    pipeline = Pipeline(
+        source=ArrayRecordDataSource([path]),
+        stages=[decode],
+        batch_size=4,
+        shuffle=True,
+        rngs=nnx.Rngs(2),
+    )
+    batches = [batch[:, 0].tolist() for batch in pipeline]
+    assert sorted(row for batch in batches for row in batch) == list(range(12))
+    assert batches[0] == pipeline.epoch_order(0)[:4].tolist()
+
+
+def test_memory_mapped_npy_source(tmp_path) -> None:
+    np.save(tmp_path / "x.npy", np.arange(40).reshape(20, 2))
+    source = {"x": np.load(tmp_path / "x.npy", mmap_mode="r")}
+    pipeline = Pipeline(source=source, batch_size=8, shuffle=True, rngs=nnx.Rngs(0))
+    first = next(iter(pipeline))["x"]
+    np.testing.assert_array_equal(first[:, 0], pipeline.epoch_order(0)[:8] * 2)
+
+
+def test_prefetch_saves_the_state_of_the_batch_the_step_consumed() -> None:
+    make = lambda: Pipeline(source=_source(), batch_size=2, shuffle=True, rngs=nnx.Rngs(0))  # noqa: E731
+    expected = _rows(make())
+    with prefetch_to_device(make(), size=3) as batches:
+        taken = [next(batches)["x"].tolist() for _ in range(4)]
+        time.sleep(0.05)  # the thread has read ahead by now
+        state = batches.get_state()
+    assert state["batch_index"] == 4
+    resumed = make()
+    resumed.set_state(state)
+    assert taken + _rows(resumed) == expected
+    with pytest.raises(TypeError, match="have no get_state"):
+        prefetch_to_device(iter([1, 2])).get_state()
+
+
+def test_hosts_that_feed_a_process_sharder_are_found() -> None:
+    sharder = JaxProcessSharder()
+    sharding = NamedSharding(jax.make_mesh((8,), ("data",)), P("data"))
+
+    class Shard(nnx.Module):
+        def __init__(self, sharder, sharding):
+            self.sharder, self.sharding = sharder, sharding
+
+        def __call__(self, batch):
+            return self.sharder.shard(batch, self.sharding)
+
+    def make(stages, **options):
+        return Pipeline(source=_source(16), stages=stages, batch_size=8, **options)
+
+    assert make([Shard(sharder, sharding)]).multihost
+    assert make([sharder.shard_data]).multihost
+    assert make([lambda b: sharder.shard(b, sharding)]).multihost
+    assert not make([lambda b: ArraySharder().shard(b, sharding)]).multihost
+    assert not make([Shard(sharder, sharding)], multihost=False).multihost
+    assert make([], multihost=True).multihost

@@ -225,7 +225,8 @@ def test_custom_sharder_is_used() -> None:
 
 @pytest.mark.parametrize("size", [0, -1, 1.5, True, "2"])
 def test_bad_size(size: object) -> None:
-    with pytest.raises(ValueError, match="size must be a positive int"):
+    error = ValueError if isinstance(size, int) and not isinstance(size, bool) else TypeError
+    with pytest.raises(error, match=r"size must be an int >= 1 \(how many batches"):
         prefetch_to_device([], size=size)  # type: ignore[arg-type]
 
 

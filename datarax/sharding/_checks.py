@@ -73,6 +73,26 @@ def leaf_name(path: Sequence[Any], root: str = "batch") -> str:
     return root + jax.tree_util.keystr(tuple(path))
 
 
+def flatten_with_names(tree: Any, root: str = "batch") -> tuple[list[tuple[str, Any]], Any]:
+    """``([(leaf name, leaf), ...], treedef)``, with a clear error for unsortable dict keys.
+
+    Example:
+        >>> flatten_with_names({"b": 1, "a": [2]})[0]
+        [("batch['a'][0]", 2), ("batch['b']", 1)]
+    """
+    try:
+        path_leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    except (TypeError, ValueError) as error:
+        cause = error.__cause__ or error
+        if "not supported between" not in str(cause) and "sorting" not in str(error):
+            raise
+        raise TypeError(
+            f"A dict in {root} has keys of different types that cannot be sorted ({cause}). "
+            "JAX orders dict entries by key, so use keys of one type, e.g. all strings."
+        ) from None
+    return [(leaf_name(path, root), leaf) for path, leaf in path_leaves], treedef
+
+
 def check_sharding_type(sharding: object) -> Sharding:
     """Returns `sharding` when it is a `jax.sharding.Sharding`, else raises TypeError."""
     if not isinstance(sharding, Sharding):

@@ -1,0 +1,127 @@
+"""Data sources for `Pipeline`, and reading a set of rows from any of them.
+
+A source is anything with ``__len__`` and ``__getitem__(int)`` returning one record:
+an `ArraySource` (a dict of arrays, memory-mapped ``.npy`` files included), a list,
+or a Grain data source such as ``ArrayRecordDataSource``. `read_rows` reads exactly
+the rows asked for (one gather per leaf for an `ArraySource`, ``__getitems__`` when
+the source has it) and returns them as one batch whose arrays are read-only, so no
+stage can write into the caller's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+from datarax.sharding._checks import check_rows_agree, flatten_with_names
+
+Rows = slice | np.ndarray
+_STACKABLE = (np.ndarray, np.generic, int, float, bool, complex)
+
+
+class RandomAccessSource(Protocol):
+    """Anything with a length and integer indexing that returns one record."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Any: ...
+
+
+def _read_only(leaf: Any) -> Any:
+    if isinstance(leaf, np.ndarray) and leaf.flags.writeable:
+        leaf = leaf.view()
+        leaf.flags.writeable = False
+    return leaf
+
+
+class ArraySource:
+    """An in-memory source: a pytree (usually a dict) of arrays with equal row counts.
+
+    Indexing with an int returns one record; with a slice or an integer array it
+    returns a whole batch in one gather per leaf. Memory-mapped arrays
+    (``np.load(path, mmap_mode="r")``) stay on disk: only the rows asked for are read.
+
+    Example:
+        >>> source = ArraySource({"x": np.arange(6), "y": np.arange(6) * 10})
+        >>> len(source), source[2]
+        (6, {'x': np.int64(2), 'y': np.int64(20)})
+        >>> source[np.array([0, 5])]["y"]
+        array([ 0, 50])
+    """
+
+    def __init__(self, data: Any):
+        named, self._treedef = flatten_with_names(data, "source")
+        if not named:
+            raise ValueError("source has no arrays; pass e.g. {'image': images, 'label': labels}.")
+        self._leaves = [np.asarray(leaf) for _, leaf in named]  # views: a memmap stays on disk
+        for (name, _), leaf in zip(named, self._leaves, strict=True):
+            if leaf.ndim == 0:
+                raise ValueError(
+                    f"{name} is a scalar; every leaf of a source needs one row per example."
+                )
+        check_rows_agree(
+            [(name, len(leaf)) for (name, _), leaf in zip(named, self._leaves, strict=True)]
+        )
+        self._length = len(self._leaves[0])
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int | slice | np.ndarray) -> Any:
+        return jax.tree_util.tree_unflatten(self._treedef, [leaf[index] for leaf in self._leaves])
+
+
+def _indices(rows: Rows, length: int) -> list[int]:
+    if isinstance(rows, slice):
+        return list(range(*rows.indices(length)))
+    return [int(i) for i in rows]
+
+
+def _collate(records: list[Any], indices: list[int]) -> Any:
+    """One batch from records: arrays and numbers are stacked; anything else is a list."""
+    if not records:
+        return records
+    named, treedef = flatten_with_names(records[0], f"source[{indices[0]}]")
+    columns: list[list[Any]] = [[] for _ in named]
+    for record, index in zip(records, indices, strict=True):
+        leaves, structure = jax.tree_util.tree_flatten(record)
+        if structure != treedef:
+            raise ValueError(
+                f"source[{index}] has structure {structure}, but source[{indices[0]}] has "
+                f"{treedef}. Every record must have the same structure; fix the source or "
+                "make the records uniform before they reach the pipeline."
+            )
+        for column, leaf in zip(columns, leaves, strict=True):
+            column.append(leaf)
+    batch = []
+    for (name, _), column in zip(named, columns, strict=True):
+        if not all(isinstance(v, _STACKABLE) for v in column):
+            batch.append(column)  # bytes, strings, objects: a list for a host stage to decode
+            continue
+        shapes = [np.shape(value) for value in column]
+        odd = next((k for k, shape in enumerate(shapes) if shape != shapes[0]), None)
+        if odd is not None:
+            raise ValueError(
+                f"Records differ in shape: {name} has shape {shapes[0]}, but the same leaf "
+                f"of source[{indices[odd]}] has {shapes[odd]}. Stacking rows needs one shape: "
+                "pad or crop the records in the source."
+            )
+        batch.append(np.stack(column))
+    return jax.tree_util.tree_unflatten(treedef, batch)
+
+
+def read_rows(source: ArraySource | RandomAccessSource, rows: Rows) -> Any:
+    """The records `rows` of `source` as one batch of read-only arrays, in `rows` order."""
+    if isinstance(source, ArraySource):
+        batch = source[rows]
+    else:
+        indices = _indices(rows, len(source))
+        getitems: Callable[[list[int]], Iterable[Any]] | None = getattr(
+            source, "__getitems__", None
+        )
+        records = list(getitems(indices)) if callable(getitems) else [source[i] for i in indices]
+        batch = _collate(records, indices)
+    return jax.tree_util.tree_map(_read_only, batch)
