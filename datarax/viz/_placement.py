@@ -37,8 +37,9 @@ class ShardingPlot:
     Rectangles are in array coordinates: x runs over dimension 1 (over dimension 0
     for a 1-D array, drawn as one row) and y over dimension 0, row 0 at the top.
     Devices that hold the same block share one rectangle. `panels` gives, for each
-    panel (axes), the block of dimensions 2+ it shows (empty below rank 3), and
-    `to_scale` says whether rows and columns are drawn at the same scale.
+    panel (axes), the block of dimensions 2+ it shows (empty below rank 3);
+    `to_scale` says whether rows and columns are drawn at the same scale, and `ndim`
+    is the array's rank.
     """
 
     figure: Figure
@@ -94,8 +95,8 @@ def plot_sharding(
     - Each rectangle is one block, labelled with its devices as
       `jax.debug.visualize_array_sharding` names them (``CPU 0,1``). A block held by
       several devices (copies) is hatched and says how many copies there are.
-    - Colours come from `device_colors` (a colour per block, after its first
-      device) or, with ``color_by="process"``, from `host_colors`. With several
+    - Colours come from `device_colors` (one per device, in id order; a block takes
+      its first device's) or, with ``color_by="process"``, `host_colors`. With several
       hosts each block is outlined in its host's colour and names its host; a
       legend explains hosts and hatching.
 
@@ -178,8 +179,8 @@ def _figure(
     text_in = 0.085 * max(len(line) for line in heading) + 0.4
     fig_w = LEFT_IN + grid_cols * panel[0] + (grid_cols - 1) * GAP_W_IN + 0.3
     fig_w = max(fig_w, text_in)
-    entry_in = max((0.6 + 0.068 * len(str(p.get_label())) for p in legend), default=1.0)
-    legend_cols = max(1, min(len(legend), int(fig_w / entry_in)))
+    entries_in = sorted((0.6 + 0.068 * len(str(p.get_label())) for p in legend), reverse=True)
+    legend_cols = max([1] + [n for n in range(1, len(legend) + 1) if sum(entries_in[:n]) <= fig_w])
     legend_rows = math.ceil(len(legend) / legend_cols)
     fig_h = 0.3 + 0.18 * len(heading) + 0.6 + 0.25 * legend_rows
     fig_h += grid_rows * (panel[1] + 0.18 * len(found.split_trailing))
