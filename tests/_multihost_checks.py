@@ -21,7 +21,7 @@ from jax.sharding import PartitionSpec as P
 from datarax import viz
 from datarax.pipeline import Pipeline
 from datarax.prefetch import prefetch_to_device
-from datarax.sharding import JaxProcessSharder, RowLedger
+from datarax.sharding import ArraySharder, JaxProcessSharder, RowLedger
 from datarax.sharding._exchange import exchange_with_allgather
 
 GLOBAL_ROWS = 16
@@ -297,6 +297,80 @@ def conflict_checks() -> dict[str, Any]:
     return messages
 
 
+class CountingSource:
+    """A record-by-record source that remembers which rows this host read."""
+
+    def __init__(self, rows: int):
+        self.data = {
+            "id": np.arange(rows, dtype=np.int32),
+            "x": np.arange(rows * 2.0).reshape(rows, 2),
+        }
+        self.reads: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.data["id"])
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        self.reads.append(index)
+        return {key: value[index] for key, value in self.data.items()}
+
+
+def global_pipeline_checks() -> dict[str, Any]:
+    """Pipeline(sharding=...): global batches; each host reads only its ledger rows."""
+    results: dict[str, Any] = {}
+    for name in ("all_hosts_1d", "model_across_hosts", "interleaved"):
+        sharding, _ = _layouts()[name]
+        source = CountingSource(64)
+        pipeline = Pipeline(
+            source=source, batch_size=16, shuffle=True, rngs=nnx.Rngs(5), sharding=sharding
+        )
+        global_ids, reads = [], []
+        for batch in pipeline:
+            global_ids.append(_gather(batch["id"]).tolist())
+            reads.append(sorted(source.reads))
+            source.reads.clear()
+        results[name] = {
+            "global_ids": global_ids,
+            "reads": reads,
+            "order": pipeline.epoch_order(0).tolist(),
+            "ledger": [RowLedger(sharding, 16).rows_of_host(jax.process_index()).tolist()],
+        }
+    return results
+
+
+def epoch_end_checks() -> dict[str, Any]:
+    """Per-host pipelines with different row counts agree instead of hanging."""
+    sharder = JaxProcessSharder()
+    sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), P("data"))
+    rows = 40 if jax.process_index() == 0 else 48  # 5 and 6 batches of 8
+    source = {"x": np.zeros((rows, 2), np.float32)}
+    results: dict[str, Any] = {}
+    for policy in ("stop", "raise"):
+        pipeline = Pipeline(
+            source=source,
+            stages=[lambda b: sharder.shard(b, sharding)],
+            batch_size=8,
+            uneven_hosts=policy,  # type: ignore[arg-type]
+        )
+        start, count = time.monotonic(), 0
+        try:
+            for _ in pipeline:
+                count += 1
+            results[policy] = count
+        except ValueError as error:
+            results[policy] = str(error)
+        results[f"{policy}_seconds"] = time.monotonic() - start
+    # A pipeline that only process 0 iterates, feeding nothing across hosts, never waits.
+    local = NamedSharding(Mesh(np.array(jax.local_devices()), ("data",)), P("data"))
+    if jax.process_index() == 0:
+        alone = Pipeline(
+            source=source, stages=[lambda b: ArraySharder().shard(b, local)], batch_size=8
+        )
+        results["alone"] = sum(1 for _ in alone)
+    multihost_utils.sync_global_devices("after the pipeline on process 0")
+    return results
+
+
 def two_host_checks() -> dict[str, Any]:
     """Every 2-process check in one cluster, so the tests start it only once."""
     return {
@@ -307,9 +381,15 @@ def two_host_checks() -> dict[str, Any]:
         "mismatch": mismatch_checks(),
         "layouts": layout_checks(),
         "conflicts": conflict_checks(),
+        "global_pipeline": global_pipeline_checks(),
+        "epoch_end": epoch_end_checks(),
     }
 
 
 def four_host_checks() -> dict[str, Any]:
     """The 4-process checks in one cluster."""
-    return {"one_d": one_d_checks(), "layouts": layout_checks()}
+    return {
+        "one_d": one_d_checks(),
+        "layouts": layout_checks(),
+        "global_pipeline": global_pipeline_checks(),
+    }

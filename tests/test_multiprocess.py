@@ -371,3 +371,38 @@ def test_report_names_a_coordinator_that_died_and_a_time_out() -> None:
     assert message.startswith("Local JAX cluster failed: the cluster did not finish within 9 s.")
     assert "Process 1 of 2 was still running; the launcher stopped it." in message
     assert "| still working" in message and "Process 0 finished." in message
+
+
+@pytest.mark.parametrize("hosts", ["two_host_runs", "four_host_runs"])
+def test_global_pipeline_reads_only_each_hosts_rows(
+    hosts: str, request: pytest.FixtureRequest
+) -> None:
+    runs: list[ProcessResult] = request.getfixturevalue(hosts)
+    count = len(runs)
+    for name in ("all_hosts_1d", "model_across_hosts", "interleaved"):
+        order = runs[0].value["global_pipeline"][name]["order"]
+        expected = [order[16 * k : 16 * (k + 1)] for k in range(4)]
+        for run in runs:
+            got = run.value["global_pipeline"][name]
+            assert got["order"] == order, name  # one global order on every host
+            assert got["global_ids"] == expected, (name, run.process_index)
+            mine = got["ledger"][0]
+            for k, reads in enumerate(got["reads"]):
+                assert reads == sorted(expected[k][i] for i in mine), (name, run.process_index, k)
+            share = 16 if name == "model_across_hosts" else 16 // count
+            assert {len(reads) for reads in got["reads"]} == {share}, name
+
+
+def test_uneven_epochs_stop_together_or_raise_everywhere(
+    two_host_runs: list[ProcessResult],
+) -> None:
+    for run in two_host_runs:
+        got = run.value["epoch_end"]
+        assert got["stop"] == 5 and got["stop_seconds"] < 10
+        assert (
+            "different numbers of batches left in epoch 0: 5 on process 0, 6 on process 1"
+            in got["raise"]
+        )
+        assert got["raise_seconds"] < 10
+        if run.process_index == 0:
+            assert got["alone"] == 5
