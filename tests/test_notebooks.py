@@ -41,6 +41,40 @@ CURRICULUM = [
     "05_pipelines",
     "06_data_parallel_training",
     "07_performance",
+    "08_meshes_across_hosts",
+    "09_preemption_and_resume",
+]
+# DESIGN.md §6: every concept has a quiz and an exercise somewhere in the notebooks; a
+# quiz or exercise says which it drills with a comment such as <!-- concepts: 5, 7 -->.
+CONCEPTS = {
+    1: "devices vs processes, addressable vs global",
+    2: "meshes and axis types (Auto, Explicit)",
+    3: "PartitionSpec, NamedSharding, replication",
+    4: "2D meshes",
+    5: "batch arithmetic (global, per host, per device)",
+    6: "divisibility, pad and mask",
+    7: "per-host slicing (bounds, drop_remainder)",
+    8: "the ways to build a global array",
+    9: "cross-host checks (shapes, replicas)",
+    10: "prefetch and overlap",
+    11: "cross-host shuffling",
+    12: "uneven epoch ends across hosts",
+    13: "resumable, elastic iterators and checkpoints",
+    14: "testing many processes on one machine",
+    15: "meshes whose axes span hosts",
+}
+# One notation everywhere (defined on docs/concepts.md); these phrasings contradict it
+# or state something wrong.
+BANNED = [
+    r"addressable everywhere",
+    r"P\s*[\u00d7x*]\s*D\)",  # the per-device batch comes from the mesh, not from P x D
+    r"one all-reduce",
+    r"stays at 100 MB",
+    r"6\.5 to 15 times",
+    r"the seed's",
+    r"project's documentation",
+    r"dims 2\+ in",
+    r"\[i\*n//P",
 ]
 BADGE = (
     "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
@@ -161,3 +195,59 @@ def test_images_from_this_repository_exist_and_show_on_colab(notebook: Path) -> 
                 f"{notebook.name} shows {link}; link this repository's images as "
                 f"{REPOSITORY_FILES}<path> so that they also show on Colab"
             )
+
+
+def _concept_marks(kind: str) -> dict[int, list[str]]:
+    """Concept number -> notebooks whose `kind` ("Quiz" or "Exercise") cells drill it."""
+    marks: dict[int, list[str]] = {}
+    for notebook in NOTEBOOKS:
+        for cell_kind, source in _cells(notebook):
+            if cell_kind != "markdown" or not re.search(rf"^#+ .*{kind}", source, re.MULTILINE):
+                continue
+            for found in re.findall(r"<!-- concepts: ([\d, ]+) -->", source):
+                for number in found.split(","):
+                    marks.setdefault(int(number), []).append(notebook.stem)
+    return marks
+
+
+@pytest.mark.parametrize("kind", ["Quiz", "Exercise"])
+def test_every_concept_has_a_quiz_and_an_exercise(kind: str) -> None:
+    marks = _concept_marks(kind)
+    missing = {n: name for n, name in CONCEPTS.items() if n not in marks}
+    assert not missing, f"no {kind.lower()} drills concepts {missing}"
+    assert set(marks) <= set(CONCEPTS), sorted(set(marks) - set(CONCEPTS))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_exercises_use_the_exercise_form(notebook: Path) -> None:
+    """Reader cell (TODO) -> check() -> hidden solution cell -> the same check, asserted."""
+    from datarax.exercises import _core
+
+    cells = jupytext.read(notebook).cells
+    todo = [n for n, c in enumerate(cells) if c.cell_type == "code" and "TODO" in c.source]
+    assert todo, f"{notebook.name}: no exercise cell with a TODO for the reader"
+    for number in todo:
+        code = [c for c in cells[number + 1 :] if c.cell_type == "code"]
+        assert len(code) >= 3, f"{notebook.name} cell {number}: exercise form incomplete"
+        check, solution, asserted = code[:3]
+        name = re.search(r'check\("([\w.]+)"', check.source)
+        assert name, f"{notebook.name} cell {number}: the next code cell must call check(...)"
+        assert name.group(1) in _core._CHECKERS, f"{notebook.name}: no checker {name.group(1)}"
+        assert solution.source.startswith("# @title Solution"), (
+            f"{notebook.name}: {solution.source[:60]}"
+        )
+        assert solution.metadata.get("jupyter", {}).get("source_hidden") is True, notebook.name
+        assert solution.metadata.get("cellView") == "form", notebook.name
+        for cell in (solution, asserted):
+            assert "solution" in cell.metadata.get("tags", []), f"{notebook.name}: tag solution"
+        assert f'assert check("{name.group(1)}"' in asserted.source.replace(
+            "exercises.check", "check"
+        )
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_one_notation_and_no_known_wrong_claims(notebook: Path) -> None:
+    text = _markdown(notebook)
+    for pattern in BANNED:
+        found = re.search(pattern, text)
+        assert not found, f"{notebook.name} says {found.group(0)!r}; see BANNED in this test"
