@@ -31,7 +31,8 @@ from datarax._agreement import agree, feeds_hosts
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
 from datarax.sharding.array_sharder import ArraySharder
 from datarax.sharding.global_arrays import make_global
-from datarax.sharding.ledger import RowLedger, local_index
+from datarax.sharding.ledger import RowLedger
+from datarax.sharding.local_shapes import local_index
 from datarax.sources import ArraySource, RandomAccessSource, Rows, read_rows
 
 Batch = Any

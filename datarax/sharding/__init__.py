@@ -10,10 +10,10 @@ from datarax.sharding.jax_process_sharder import (
 )
 from datarax.sharding.jax_process_sharder import shard_bounds as shard_bounds
 from datarax.sharding.ledger import RowLedger as RowLedger
-from datarax.sharding.ledger import global_to_local_shape as global_to_local_shape
-from datarax.sharding.ledger import local_index as local_index
-from datarax.sharding.ledger import local_to_global_shape as local_to_global_shape
 from datarax.sharding.ledger import pretend_hosts as pretend_hosts
+from datarax.sharding.local_shapes import global_to_local_shape as global_to_local_shape
+from datarax.sharding.local_shapes import local_index as local_index
+from datarax.sharding.local_shapes import local_to_global_shape as local_to_global_shape
 from datarax.sharding.padding import pad_to_multiple as pad_to_multiple
 
 __all__ = [

@@ -36,7 +36,7 @@ from datarax.sharding._checks import (
     spec_axis_names,
 )
 from datarax.sharding._exchange import exchange
-from datarax.sharding.ledger import local_index, local_to_global_shape
+from datarax.sharding.local_shapes import local_index, local_to_global_shape
 
 _PLAN_CACHE_SIZE = 256
 _FIX = (

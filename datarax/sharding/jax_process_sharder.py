@@ -38,7 +38,7 @@ from datarax.sharding._checks import (
 )
 from datarax.sharding.array_sharder import ArraySharder
 from datarax.sharding.global_arrays import make_global
-from datarax.sharding.ledger import local_index
+from datarax.sharding.local_shapes import local_index
 
 Data = TypeVar("Data")
 _SINGLE_HOST = ArraySharder()

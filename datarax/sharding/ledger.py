@@ -13,7 +13,6 @@ global array that is, in every dimension.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,9 +26,9 @@ from datarax.sharding._checks import (
     check_sharding_type,
     ways_out,
 )
+from datarax.sharding.local_shapes import merge_spans
 
 HostOf = Mapping[int, int] | Callable[[Any], int] | None
-Index = tuple[slice | np.ndarray, ...]
 
 
 def pretend_hosts(num_hosts: int, devices: Any = None) -> dict[int, int]:
@@ -85,17 +84,6 @@ def _row_sharding(sharding: Sharding) -> Sharding:
 def _span(rows: list[tuple[int, int]]) -> str:
     """``[(0, 8), (16, 24)]`` -> ``"0-7, 16-23"`` (stops are exclusive)."""
     return ", ".join(f"{a}-{b - 1}" if b - a > 1 else f"{a}" for a, b in rows) or "-"
-
-
-def _merge(blocks: np.ndarray) -> list[tuple[int, int]]:
-    """Sorted (start, stop) rows, overlapping or touching ones joined."""
-    merged: list[list[int]] = []
-    for start, stop in sorted({(int(a), int(b)) for a, b in blocks}):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], stop)
-        else:
-            merged.append([start, stop])
-    return [(a, b) for a, b in merged]
 
 
 class RowLedger:
@@ -178,7 +166,7 @@ class RowLedger:
     def blocks_of_host(self, host: int) -> list[tuple[int, int]]:
         """The rows `host` must read, as sorted, disjoint ``(start, stop)`` ranges."""
         positions = self._host_positions(host)
-        return _merge(np.stack([self._starts[positions], self._stops[positions]], axis=1))
+        return merge_spans(np.stack([self._starts[positions], self._stops[positions]], axis=1))
 
     def rows_of_host(self, host: int) -> np.ndarray:
         """The global rows `host` must read, in increasing order (empty if none)."""
@@ -267,116 +255,3 @@ def _partitions(sharding: Sharding, dim: int) -> int:
     except ValueError:
         return 1
     return len(starts)
-
-
-@functools.lru_cache(maxsize=256)
-def _dim_blocks(sharding: Sharding, rank: int, host: int) -> tuple[tuple[int, int], ...]:
-    """Per dimension: (blocks in all, distinct blocks `host`'s devices hold)."""
-    probe = (len(sharding.device_set),) * rank
-    placed = sharding.devices_indices_map(probe)
-    result = []
-    for dim in range(rank):
-        starts = {index[dim].indices(probe[dim])[0] for index in placed.values()}
-        held = {
-            index[dim].indices(probe[dim])[0]
-            for device, index in placed.items()
-            if device.process_index == host
-        }
-        result.append((len(starts), len(held)))
-    return tuple(result)
-
-
-def _this_host(process_index: int | None) -> int:
-    if process_index is None:
-        return jax.process_index()
-    return check_int("process_index", process_index, minimum=0)
-
-
-def global_to_local_shape(
-    sharding: Sharding, global_shape: tuple[int, ...], *, process_index: int | None = None
-) -> tuple[int, ...]:
-    """The shape of the part of a `global_shape` array that a host's devices hold.
-
-    Example:
-        >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
-        >>> global_to_local_shape(NamedSharding(mesh, P("data")), (16, 3))
-        (16, 3)
-    """
-    check_sharding_type(sharding)
-    shape = tuple(global_shape)
-    sharding.shard_shape(shape)  # raises on shapes that do not divide
-    blocks = _dim_blocks(sharding, len(shape), _this_host(process_index))
-    return tuple(size // total * held for size, (total, held) in zip(shape, blocks, strict=True))
-
-
-def local_to_global_shape(
-    sharding: Sharding, local_shape: tuple[int, ...], *, process_index: int | None = None
-) -> tuple[int, ...]:
-    """The global shape of an array of which a host's devices hold `local_shape`.
-
-    Raises:
-        ValueError: the host holds no part of such an array (its devices are not in
-            the mesh), or `local_shape` does not split over the host's blocks.
-
-    Example:
-        >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
-        >>> local_to_global_shape(NamedSharding(mesh, P("data")), (16, 3))
-        (16, 3)
-    """
-    check_sharding_type(sharding)
-    host = _this_host(process_index)
-    shape = tuple(local_shape)
-    result = []
-    for dim, (size, (total, held)) in enumerate(
-        zip(shape, _dim_blocks(sharding, len(shape), host), strict=True)
-    ):
-        if held == 0:
-            raise ValueError(
-                f"Host {host} holds no part of an array with this sharding (none of its "
-                "devices is in the mesh), so its local shape says nothing about the global one."
-            )
-        if size % held:
-            raise ValueError(
-                f"Dimension {dim} has size {size} on host {host}, which holds {held} of its "
-                f"{total} blocks, so the size must be a multiple of {held}. " + ways_out(dim, held)
-            )
-        result.append(size // held * total)
-    return tuple(result)
-
-
-def local_index(
-    sharding: Sharding, global_shape: tuple[int, ...], *, process_index: int | None = None
-) -> Index:
-    """Which part of a `global_shape` array a host's devices hold, per dimension.
-
-    Each entry is a slice (the host's blocks are contiguous) or an integer array (they
-    are not); ``np.asarray(x)[i0][:, i1]...`` gives the host's data in the order
-    ``jax.make_array_from_process_local_data`` expects. Blocks come in increasing
-    global order.
-
-    Example:
-        >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
-        >>> local_index(NamedSharding(mesh, P("data")), (16,))
-        (slice(0, 16, None),)
-    """
-    check_sharding_type(sharding)
-    host = _this_host(process_index)
-    shape = tuple(global_shape)
-    sharding.shard_shape(shape)
-    placed = sharding.devices_indices_map(shape)
-    index: list[slice | np.ndarray] = []
-    for dim, size in enumerate(shape):
-        spans = sorted(
-            {
-                tuple(i[dim].indices(size)[:2])
-                for device, i in placed.items()
-                if device.process_index == host
-            }
-        )
-        merged = _merge(np.array(spans, dtype=np.int64).reshape(-1, 2))
-        if len(merged) <= 1:
-            start, stop = merged[0] if merged else (0, 0)
-            index.append(slice(start, stop))
-        else:
-            index.append(np.concatenate([np.arange(a, b) for a, b in merged]))
-    return tuple(index)
