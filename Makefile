@@ -26,8 +26,12 @@ export NEWEST_VERSIONS := import sys, jax, jaxlib, flax; \
 	so jax %s is the newest jax this machine can test (jax 0.11 and later need Python 3.12+).' \
 	% (*sys.version_info[:2], jax.__version__))
 
+# The device check runs on the machine's own python3: a GPU machine has no venv (or network).
+PYTHON3 ?= python3
+DEVICE_CHECK_OUT ?= docs/benchmarks
+
 .PHONY: venv test unit tutorials lint lab colab-unit clean bench docs colab newest \
-	binder-check browser-check
+	device-check binder-check browser-check
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -98,6 +102,13 @@ newest:
 	$(NEWEST_VENV)/bin/python -m pytest tests datarax tutorials $(NBMAKE) -p no:cacheprovider \
 		|| { $(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"; exit 1; }
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
+
+## make device-check: on $(PYTHON3), no venv: the unit tests, setup_devices(8), and shard
+## against device_put and a pinned CuPy copy on one GPU (or what this machine has instead).
+## Writes $(DEVICE_CHECK_OUT)/device.json and device.md.
+device-check:
+	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON3) -m benchmarks.device_check \
+		--out "$(DEVICE_CHECK_OUT)"
 
 ## make docs: the site in docs/_build/html; every tutorial executed (cached), warnings are errors.
 docs: $(STAMP)
