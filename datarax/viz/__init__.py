@@ -1,6 +1,7 @@
 """Where a sharded array lives: matplotlib pictures, text tables and shared colours.
 
 `plot_sharding` draws which device (and which host) holds which block of an array;
+`plot_ledger` draws which global rows each device and each host holds (a `RowLedger`);
 `summarize` and `summary_table` list, per leaf of a pytree, the global shape, the
 PartitionSpec, each device's shard shape and bytes, and how many copies exist;
 `device_colors` and `host_colors` give the colours every picture here uses, so a
@@ -8,6 +9,8 @@ notebook's own figures can match them. All of it only reads the arrays' sharding
 data is moved or copied.
 """
 
+from ._ledger import LedgerPlot as LedgerPlot
+from ._ledger import plot_ledger as plot_ledger
 from ._palette import COPIES_HATCH as COPIES_HATCH
 from ._palette import DEVICE_PALETTE as DEVICE_PALETTE
 from ._palette import HOST_PALETTE as HOST_PALETTE
@@ -16,6 +19,8 @@ from ._palette import host_colors as host_colors
 from ._palette import text_color as text_color
 from ._placement import ShardingPlot as ShardingPlot
 from ._placement import plot_sharding as plot_sharding
+from ._resume_figures import ReadsPlot as ReadsPlot
+from ._resume_figures import plot_reads as plot_reads
 from ._tables import LeafSummary as LeafSummary
 from ._tables import format_spec as format_spec
 from ._tables import leaf_summaries as leaf_summaries
