@@ -19,8 +19,6 @@ from ._palette import host_colors as host_colors
 from ._palette import text_color as text_color
 from ._placement import ShardingPlot as ShardingPlot
 from ._placement import plot_sharding as plot_sharding
-from ._resume_figures import ReadsPlot as ReadsPlot
-from ._resume_figures import plot_reads as plot_reads
 from ._tables import LeafSummary as LeafSummary
 from ._tables import format_spec as format_spec
 from ._tables import leaf_summaries as leaf_summaries
