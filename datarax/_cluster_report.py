@@ -1,7 +1,13 @@
-"""The message `datarax.distributed.launch_local` raises when a process fails."""
+"""The message `datarax.distributed.launch_local` raises when a process fails.
+
+A failed run's output is capped at every step: at most the last `OUTPUT_BYTES` of
+each process's output file are read, and the message shows at most `_TAIL_LINES`
+lines of it, each cut to `_LINE_CHARS` characters with a note of how much was cut.
+"""
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import signal
@@ -10,7 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+OUTPUT_BYTES = 64 * 1024
 _TAIL_LINES = 25
+_LINE_CHARS = 500
 _NATIVE_FRAME = re.compile(r"^\s*@\s+0x")  # a C++ stack frame of a failed check
 
 
@@ -24,10 +32,32 @@ def read_record(path: Path) -> tuple[str, Any] | None:
         return "error", f"TypeError: its return value cannot be unpickled here ({error})."
 
 
+def read_output(path: Path, limit: int = OUTPUT_BYTES) -> str:
+    """The last `limit` bytes of an output file, after a note of how many came before."""
+    try:
+        with open(path, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            start = max(0, size - limit)
+            file.seek(start)
+            data = file.read(size - start)
+    except FileNotFoundError:
+        return ""
+    text = data.decode(errors="replace")
+    return f"[the first {start:,} bytes of this output are left out]\n{text}" if start else text
+
+
+def clip(line: str) -> str:
+    """`line`, cut to `_LINE_CHARS` characters with a note when it is longer."""
+    if len(line) <= _LINE_CHARS:
+        return line
+    return f"{line[:_LINE_CHARS]} [... {len(line) - _LINE_CHARS:,} more characters cut]"
+
+
 def tail(text: str) -> str:
-    """The last lines of a process's output, indented, without native stack frames."""
+    """The last lines of a process's output, clipped and indented, without native frames."""
     lines = [line for line in text.splitlines() if line.strip() and not _NATIVE_FRAME.match(line)]
-    return textwrap.indent("\n".join(lines[-_TAIL_LINES:]) or "(no output)", "    | ")
+    shown = "\n".join(clip(line) for line in lines[-_TAIL_LINES:])
+    return textwrap.indent(shown or "(no output)", "    | ")
 
 
 def how_it_ended(code: int | None) -> str:
@@ -40,6 +70,41 @@ def how_it_ended(code: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def _returned(record: tuple[str, Any] | None) -> bool:
+    return record is not None and record[0] == "ok"
+
+
+def _culprit(
+    first: int | None,
+    codes: Sequence[int | None],
+    records: Sequence[tuple[str, Any] | None],
+    stages: Sequence[str],
+) -> int:
+    never_started = [i for i, stage in enumerate(stages) if stage == "starting"]
+    if "joined" not in stages and never_started:
+        return never_started[0]
+    if first is not None and not _returned(records[first]):
+        return first
+    # A time-out, or the first process to fail had returned and then gave up waiting
+    # for the others at shutdown: blame the first whose target never returned.
+    unfinished = [i for i in range(len(codes)) if not _returned(records[i])]
+    still_running = [i for i in unfinished if codes[i] is None]
+    return (still_running or unfinished or [first or 0])[0]
+
+
+def _state(code: int | None, record: tuple[str, Any] | None) -> str:
+    """How a process other than the culprit ended."""
+    if _returned(record):
+        if code is None:
+            return "had returned and was waiting for the others; the launcher stopped it"
+        if code != 0:
+            return f"returned, then {how_it_ended(code)} while waiting for the others"
+        return "finished"
+    if code == 0:
+        return "exited with code 0 without returning a result"
+    return how_it_ended(code)
 
 
 def report(
@@ -55,30 +120,35 @@ def report(
     `first` is the first process seen failing (None after a time-out); `stages` says
     how far each got: 'starting', 'joining' (inside jax.distributed.initialize) or
     'joined'. A process that never reached initialize is blamed before the processes
-    that then timed out waiting for it.
+    that then timed out waiting for it, and a process whose target never returned
+    before one that returned and then gave up waiting for it.
     """
     count = len(codes)
+    culprit = _culprit(first, codes, records, stages)
     never_started = [i for i, stage in enumerate(stages) if stage == "starting"]
-    if "joined" not in stages and never_started:
-        culprit = never_started[0]
-    elif first is None:  # a time-out: blame the first process still in its target
-        running = [i for i, code in enumerate(codes) if code is None]
-        culprit = next((i for i in running if records[i] is None), running[0] if running else 0)
-    else:
-        culprit = first
     lines = [f"Local JAX cluster failed: {reason}."] if reason else []
-    record = records[culprit]
+    record, code = records[culprit], codes[culprit]
     if culprit in never_started and "joined" not in stages:
         lines.append(
             f"Process {culprit} of {count} never joined the cluster: it did not get as far "
-            f"as jax.distributed.initialize, and {how_it_ended(codes[culprit])}."
+            f"as jax.distributed.initialize, and {how_it_ended(code)}."
         )
     else:
         if record is not None and record[0] == "error":
             last_line = record[1].strip().splitlines()[-1]
-            lines.append(f"Process {culprit} of {count} raised {last_line}")
+            lines.append(f"Process {culprit} of {count} raised {clip(last_line)}")
+        elif code == 0 and record is None:
+            lines.append(
+                f"Process {culprit} of {count} exited with code 0 before its target "
+                "returned: something in it ended the process early (os._exit, or a "
+                "library that exits), so it wrote no result."
+            )
         else:
-            lines.append(f"Process {culprit} of {count} {how_it_ended(codes[culprit])}.")
+            lines.append(f"Process {culprit} of {count} {how_it_ended(code)}.")
+        gave_up = [i for i in range(count) if _returned(records[i]) and codes[i] not in (None, 0)]
+        if record is None and gave_up:
+            who = f"process {gave_up[0]}" if len(gave_up) == 1 else f"processes {gave_up}"
+            lines.append(f"Its target never returned, and {who}, done, gave up waiting for it.")
         if culprit == 0 and stages[0] == "joining" and not never_started:
             lines.append(
                 "Process 0 runs the coordinator and failed before the cluster formed, which "
@@ -87,10 +157,6 @@ def report(
     lines.append(f"Last lines of process {culprit}'s output:\n{tail(outputs[culprit])}")
     for index in range(count):
         if index != culprit:
-            if codes[index] is None and records[index] is not None:
-                state = "had returned and was waiting for the others; the launcher stopped it"
-            else:
-                state = "finished" if codes[index] == 0 else how_it_ended(codes[index])
             note = "" if stages[index] == "joined" else " (it never joined the cluster)"
-            lines.append(f"Process {index} {state}{note}.")
+            lines.append(f"Process {index} {_state(codes[index], records[index])}{note}.")
     return culprit, "\n".join(lines)
