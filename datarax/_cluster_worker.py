@@ -1,22 +1,93 @@
 """One process of a local cluster started by `datarax.distributed.launch_local`.
 
-Run as ``python -m datarax._cluster_worker JOB_DIR PROCESS_INDEX``. It reads the job
-from ``JOB_DIR/job.pkl``, joins the JAX cluster on 127.0.0.1, runs the target and
-writes ``JOB_DIR/result-<i>.pkl``: ``("ok", value)`` or ``("error", traceback)``.
+Run as ``python -m datarax._cluster_worker JOB_DIR PROCESS_INDEX [WATCH_FD]``. It reads
+the job from ``JOB_DIR/job.pkl``, joins the JAX cluster on 127.0.0.1, runs the target
+and writes ``JOB_DIR/result-<i>.pkl``: ``("ok", value)`` or ``("error", traceback)``.
 Everything it prints goes to the file the launcher gave it as stdout.
+
+``WATCH_FD`` is the read end of a pipe whose write end only the launcher holds. When
+the launcher dies (a Jupyter kernel restart kills it with SIGTERM or SIGKILL), the
+process removes ``JOB_DIR`` and kills its own process group: itself and whatever it
+started. Two signs of that death each suffice: end-of-file on the pipe, read by a
+daemon thread, and SIGHUP, which Linux sends when the launcher exits
+(``prctl(PR_SET_PDEATHSIG)``), handled when the main thread runs Python code and the
+process's parent has changed. Any other SIGHUP is ignored: the launcher stops its
+processes itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
 import inspect
 import os
 import pickle
 import runpy
+import shutil
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_JOB_DIR_LOCK = threading.RLock()  # re-entrant: the SIGHUP handler runs on the main thread
+_ABANDONED = threading.Event()  # set once the launcher is gone and the job folder with it
+
+
+def _write(path: Path, data: bytes = b"") -> None:
+    """Writes a file of the job folder, unless the folder is gone with the launcher."""
+    with _JOB_DIR_LOCK, contextlib.suppress(FileNotFoundError):
+        if not _ABANDONED.is_set():
+            path.write_bytes(data)
+
+
+def _abandon(job_dir: Path) -> None:
+    """The launcher is gone: removes the job folder and kills this process's group.
+
+    Every process of the cluster does this, in any order: each removes the folder only
+    after its own last write to it, so the last removal leaves nothing behind.
+    """
+    with _JOB_DIR_LOCK:
+        _ABANDONED.set()
+        shutil.rmtree(job_dir, ignore_errors=True)
+        if os.getpgrp() == os.getpid():  # the launcher made each process a group leader
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os._exit(1)
+
+
+def _set_parent_death_signal(signum: int) -> None:
+    """Asks Linux to send `signum` when the launcher exits; elsewhere does nothing."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
+def _die_with_launcher(job_dir: Path, watch_fd: int) -> None:
+    """Makes this process, what it starts and `job_dir` go when the launcher dies."""
+    launcher = os.getppid()  # if the launcher is already gone, the pipe says so
+    os.set_inheritable(watch_fd, False)
+
+    def on_hangup(signum: int, frame: Any) -> None:
+        # Linux sends it when the launcher's thread that started this process exits;
+        # while another of its threads lives, this process's parent is unchanged and
+        # the launcher still holds the pipe, whose end-of-file then decides.
+        if os.getppid() != launcher:
+            _abandon(job_dir)
+
+    def watch() -> None:
+        try:
+            while os.read(watch_fd, 1):  # the launcher never writes: this waits for EOF
+                pass
+        except OSError:  # the target closed the pipe; the SIGHUP still works
+            return
+        _abandon(job_dir)
+
+    signal.signal(signal.SIGHUP, on_hangup)
+    _set_parent_death_signal(signal.SIGHUP)
+    threading.Thread(target=watch, name="datarax-launcher-watch", daemon=True).start()
 
 
 def _join_cluster(job: dict[str, Any], process_index: int) -> None:
@@ -70,17 +141,28 @@ def _user_frames(error: BaseException) -> Any:
     return frames or error.__traceback__
 
 
-def main(job_dir: Path, process_index: int) -> int:
-    """Joins the cluster, runs the job's target and records its result."""
+def main(job_dir: Path, process_index: int, watch_fd: int | None = None) -> int:
+    """Joins the cluster, runs the job's target and records its result.
+
+    Args:
+        job_dir: the folder the launcher made for this run.
+        process_index: this process's index in the cluster.
+        watch_fd: the read end of the launcher's pipe; None runs without watching it.
+
+    Returns:
+        0 after the target returned; on an error the process exits with code 1.
+    """
+    if watch_fd is not None:
+        _die_with_launcher(job_dir, watch_fd)
     job = pickle.loads((job_dir / "job.pkl").read_bytes())
     for entry in reversed(job["sys_path"]):
         if entry not in sys.path:
             sys.path.insert(0, entry)
     result_file = job_dir / f"result-{process_index}.pkl"
     try:
-        (job_dir / f"joining-{process_index}").touch()
+        _write(job_dir / f"joining-{process_index}")
         _join_cluster(job, process_index)
-        (job_dir / f"joined-{process_index}").touch()
+        _write(job_dir / f"joined-{process_index}")
         value = _run_target(job)
         try:
             record = pickle.dumps(("ok", value))
@@ -92,11 +174,11 @@ def main(job_dir: Path, process_index: int) -> int:
     except BaseException as error:
         report = "".join(traceback.format_exception(type(error), error, _user_frames(error)))
         print(report, file=sys.stderr)
-        result_file.write_bytes(pickle.dumps(("error", report)))
+        _write(result_file, pickle.dumps(("error", report)))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)  # skip the shutdown barrier, which would wait for the other processes
-    result_file.write_bytes(record)
+    _write(result_file, record)
     import jax
 
     jax.distributed.shutdown()
@@ -104,4 +186,5 @@ def main(job_dir: Path, process_index: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1]), int(sys.argv[2])))
+    watch = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    sys.exit(main(Path(sys.argv[1]), int(sys.argv[2]), watch))
