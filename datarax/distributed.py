@@ -4,32 +4,30 @@
 ``jax.distributed.initialize`` (gloo CPU collectives, cluster auto-detection off,
 short timeouts), runs a function or a script on every process and returns what each
 returned and printed. It is how the tests and tutorials exercise multi-host code
-without a pod. When a process raises, crashes, is killed or never joins, it stops
-the others and raises `ClusterError` naming that process, with the tail of its
-output, a few seconds later; it never leaves a process behind.
+without a pod. When a process raises, crashes, is killed, leaves without a result or
+never joins, it stops the others and raises `ClusterError` naming that process, with
+the tail of its output, a few seconds later; it never leaves a process behind, not
+even when the launching process itself is killed (a Jupyter kernel restart).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
 import os
 import pickle
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from datarax._cluster_report import read_record, report
-
-_GRACE_S = 2.0  # after a failure, how long the others get to finish on their own
+from datarax import _cluster_args
+from datarax._cluster_report import read_output, read_record, report
+from datarax._cluster_watch import stage, stop, watch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +43,10 @@ class ClusterError(RuntimeError):
     """A process of a local cluster failed; `process_index` names the first one.
 
     Attributes:
-        process_index: the process that failed first (None when all timed out).
-        outputs: every process's output, in process order.
+        process_index: the process to blame: the first that failed, or after a
+            time-out the first whose target had not returned.
+        outputs: every process's output, in process order; of a longer output only
+            the last 64 KiB, after a line saying how much was left out.
     """
 
     def __init__(self, message: str, process_index: int | None, outputs: Sequence[str]):
@@ -60,11 +60,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def _check_positive(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}.")
 
 
 def _describe_target(target: Callable[..., Any] | str | os.PathLike[str]) -> tuple[str, Any]:
@@ -117,57 +112,6 @@ def _worker_env(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
-def _stage(job_dir: Path, index: int) -> str:
-    """How far process `index` got: 'starting', 'joining' or 'joined'."""
-    for stage in ("joined", "joining"):
-        if (job_dir / f"{stage}-{index}").exists():
-            return stage
-    return "starting"
-
-
-def _watch(
-    processes: Sequence[subprocess.Popen[bytes]],
-    job_dir: Path,
-    timeout_s: float,
-    join_deadline_s: float,
-) -> tuple[int | None, str]:
-    """Waits until all exit, one fails (then `_GRACE_S` more), or time runs out."""
-    start = time.monotonic()
-    first, reason, failed_at = None, "", None
-    while True:
-        codes = [process.poll() for process in processes]
-        now = time.monotonic()
-        if first is None:
-            failed = [index for index, code in enumerate(codes) if code not in (None, 0)]
-            if failed:
-                first, failed_at = failed[0], now
-        if all(code is not None for code in codes):
-            break
-        if first is None and now - start > join_deadline_s:
-            missing = [i for i in range(len(processes)) if not (job_dir / f"joined-{i}").exists()]
-            if missing:
-                first, failed_at = missing[0], now
-                reason = (
-                    f"processes {missing} never joined the cluster within {join_deadline_s:g} s"
-                )
-        if failed_at is not None and now - failed_at > _GRACE_S:
-            break
-        if now - start > timeout_s:
-            reason = reason or f"the cluster did not finish within {timeout_s:g} s"
-            break
-        time.sleep(0.05)
-    return first, reason
-
-
-def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
-    """Kills each worker's whole process group: the worker and whatever it started."""
-    for process in processes:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    for process in processes:
-        process.wait()
-
-
 def launch_local(
     target: Callable[..., Any] | str | os.PathLike[str],
     *,
@@ -176,7 +120,7 @@ def launch_local(
     args: Sequence[Any] = (),
     kwargs: Mapping[str, Any] | None = None,
     timeout_s: float = 120.0,
-    init_timeout_s: int = 30,
+    init_timeout_s: float = 30,
     env: Mapping[str, str] | None = None,
 ) -> list[ProcessResult]:
     """Runs `target` on every process of a fresh local JAX cluster; returns each result.
@@ -193,23 +137,28 @@ def launch_local(
             args``. A function from an importable module is imported by each process;
             one defined in a notebook or ``__main__`` is re-created from its source, so
             it must do its own imports. Its return value must pickle.
-        num_processes: how many processes (JAX hosts).
-        devices_per_process: simulated CPU devices in each process.
-        args: positional arguments for the target (they must pickle).
-        kwargs: keyword arguments for a function target.
-        timeout_s: the most the whole run may take before everything is stopped.
-        init_timeout_s: how long processes wait for each other to join.
-        env: extra environment variables for the processes.
+        num_processes: how many processes (JAX hosts), from 1 to 64: each is a
+            Python interpreter with its own JAX runtime.
+        devices_per_process: simulated CPU devices in each process, from 1 to 512.
+        args: a tuple or list of positional arguments for the target (they must
+            pickle).
+        kwargs: keyword arguments for a function target (a script takes none).
+        timeout_s: the most the whole run may take before everything is stopped, in
+            seconds: finite and above 0.
+        init_timeout_s: how long processes wait for each other to join, from 1 to
+            3600 seconds (rounded up to whole seconds).
+        env: extra environment variables for the processes, str names to str values.
 
     Returns:
         One `ProcessResult` per process, in process order: the target's return value
         (None for a script) and everything the process printed.
 
     Raises:
-        ClusterError: a process raised, crashed, was killed, never joined, or the run
-            exceeded `timeout_s`; the message names the process and shows the tail of
-            its output. Raised within ``_GRACE_S`` (2) seconds of the failure.
-        TypeError, ValueError: the target or a count is not usable.
+        ClusterError: a process raised, crashed, was killed, exited without a result,
+            never joined, or the run exceeded `timeout_s`; the message names the
+            process and shows the last 25 lines of its output, each cut to 500
+            characters. Raised within 2 seconds of the failure.
+        TypeError, ValueError: an argument is not usable; nothing was started.
 
     Example:
         >>> def hello():
@@ -218,51 +167,87 @@ def launch_local(
         >>> [r.value for r in launch_local(hello, num_processes=2, devices_per_process=2)]
         [(0, 2, 4), (1, 2, 4)]
     """
-    _check_positive("num_processes", num_processes)
-    _check_positive("devices_per_process", devices_per_process)
-    port = free_port()
+    script = isinstance(target, (str, os.PathLike))
+    options = _cluster_args.check(
+        script=script,
+        num_processes=num_processes,
+        devices_per_process=devices_per_process,
+        args=args,
+        kwargs=kwargs,
+        timeout_s=timeout_s,
+        init_timeout_s=init_timeout_s,
+        env=env,
+    )
+    count = options.num_processes
     job = {
         "target": _describe_target(target),
-        "args": tuple(args),
-        "kwargs": dict(kwargs or {}),
-        "coordinator_address": f"127.0.0.1:{port}",
-        "num_processes": num_processes,
-        "devices_per_process": devices_per_process,
-        "init_timeout_s": int(init_timeout_s),
+        "args": options.args,
+        "kwargs": options.kwargs,
+        "coordinator_address": f"127.0.0.1:{free_port()}",
+        "num_processes": count,
+        "devices_per_process": options.devices_per_process,
+        "init_timeout_s": options.init_timeout_s,
         "heartbeat_timeout_s": 10,
         "shutdown_timeout_s": 10,
         "sys_path": [entry for entry in sys.path if entry],
     }
+    try:
+        pickled_job = pickle.dumps(job)
+    except Exception as error:
+        raise TypeError(
+            f"args and kwargs must pickle, since each process gets its own copy: {error}"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="datarax-cluster-") as tmp:
         job_dir = Path(tmp)
-        (job_dir / "job.pkl").write_bytes(pickle.dumps(job))
-        log_paths = [job_dir / f"output-{i}.txt" for i in range(num_processes)]
-        processes: list[subprocess.Popen[bytes]] = []
-        try:
-            for index, log_path in enumerate(log_paths):
-                with open(log_path, "wb") as log:
-                    processes.append(
-                        subprocess.Popen(
-                            [sys.executable, "-m", "datarax._cluster_worker", tmp, str(index)],
-                            stdin=subprocess.DEVNULL,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            env=_worker_env(env),
-                            start_new_session=True,
-                        )
-                    )
-            first, reason = _watch(processes, job_dir, timeout_s, init_timeout_s + 15.0)
-            codes = [process.poll() for process in processes]  # None: still running
-        finally:
-            _stop(processes)
+        (job_dir / "job.pkl").write_bytes(pickled_job)
+        log_paths = [job_dir / f"output-{i}.txt" for i in range(count)]
+        first, reason, codes = _run(job_dir, log_paths, options)
+        records = [read_record(job_dir / f"result-{i}.pkl") for i in range(count)]
+        stages = [stage(job_dir, i) for i in range(count)]
+        values = [record[1] for record in records if record is not None and record[0] == "ok"]
+        if first is not None or reason or len(values) != count:
+            outputs = [read_output(path) for path in log_paths]
+            culprit, message = report(first, reason, codes, records, outputs, stages)
+            raise ClusterError(message, culprit, outputs)
         outputs = [path.read_text(errors="replace") for path in log_paths]
-        records = [read_record(job_dir / f"result-{i}.pkl") for i in range(num_processes)]
-        stages = [_stage(job_dir, i) for i in range(num_processes)]
-    values = [record[1] for record in records if record is not None and record[0] == "ok"]
-    if first is not None or reason or len(values) != num_processes:
-        culprit, message = report(first, reason, codes, records, outputs, stages)
-        raise ClusterError(message, culprit, outputs)
     return [
         ProcessResult(index, value, output)
         for index, (value, output) in enumerate(zip(values, outputs, strict=True))
     ]
+
+
+def _run(
+    job_dir: Path, log_paths: Sequence[Path], options: _cluster_args.Options
+) -> tuple[int | None, str, list[int | None]]:
+    """Starts the processes, watches them and stops what is left of them.
+
+    Each process inherits the read end of a pipe whose write end only this process
+    holds, so it sees end-of-file and stops itself when this process dies.
+    """
+    watch_read, watch_write = os.pipe()  # neither end is inherited unless passed
+    processes: list[subprocess.Popen[bytes]] = []
+    command = [sys.executable, "-m", "datarax._cluster_worker", str(job_dir)]
+    env = _worker_env(options.env)
+    try:
+        for index, log_path in enumerate(log_paths):
+            with open(log_path, "wb") as log:
+                processes.append(
+                    subprocess.Popen(
+                        [*command, str(index), str(watch_read)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                        pass_fds=(watch_read,),
+                    )
+                )
+        os.close(watch_read)
+        watch_read = -1
+        join_deadline_s = options.init_timeout_s + 15.0
+        return watch(processes, job_dir, options.timeout_s, join_deadline_s)
+    finally:
+        stop(processes)
+        for end in (watch_read, watch_write):
+            if end >= 0:
+                os.close(end)

@@ -1,0 +1,97 @@
+"""Functions that the processes of a local cluster run for tests/test_launcher.py.
+
+Each process prints ``pid <its pid>`` first, so a test can check afterwards that the
+process is gone. `launch_sleepers` is the launching process of the tests that kill it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+from jax.experimental import multihost_utils
+
+from datarax.distributed import launch_local
+
+
+def _announce() -> None:
+    print(f"pid {os.getpid()}", flush=True)
+
+
+def sleep_with_a_child(ready_dir: str) -> int:
+    """Starts a child that sleeps, marks this process ready in `ready_dir`, then sleeps.
+
+    The marker file holds this process's pid and its child's, one per line.
+    """
+    _announce()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    marker = Path(ready_dir) / f"ready-{jax.process_index()}"
+    marker.with_suffix(".tmp").write_text(f"{os.getpid()}\n{child.pid}\n")
+    marker.with_suffix(".tmp").rename(marker)
+    time.sleep(300)
+    return 0
+
+
+def exit_early(process: int) -> int:
+    """Process `process` leaves without a result; the others wait for it in a collective."""
+    _announce()
+    if jax.process_index() == process:
+        os._exit(0)
+    multihost_utils.sync_global_devices("never completes")
+    return 0
+
+
+def hang_while_others_return(process: int) -> int:
+    """Process `process` never returns; the others return and wait for it at shutdown."""
+    _announce()
+    if jax.process_index() == process:
+        time.sleep(300)
+    return 0
+
+
+def print_a_long_line(characters: int) -> int:
+    """Process 1 prints one line of `characters` characters, then raises."""
+    _announce()
+    if jax.process_index() == 1:
+        print("x" * characters, flush=True)
+        raise RuntimeError("y" * characters)
+    return 0
+
+
+def combine(left: int, right: int, *, scale: int = 1) -> dict[str, Any]:
+    """A result made of the arguments, the process index and an environment variable."""
+    _announce()
+    return {
+        "value": (left + right) * scale + jax.process_index(),
+        "env": os.environ.get("DATARAX_LAUNCHER_TEST"),
+    }
+
+
+def launch_sleepers(ready_dir: str, fork_when_ready: bool) -> None:
+    """Runs `sleep_with_a_child` on a 2-process cluster, until this process is killed.
+
+    With `fork_when_ready`, once both processes are ready this process forks a child
+    that keeps a copy of every file descriptor, the write end of the launcher's pipe
+    included, and writes the child's pid to ``ready_dir/forked``.
+    """
+    ready = Path(ready_dir)
+
+    def fork() -> None:
+        while len(list(ready.glob("ready-?"))) < 2:
+            time.sleep(0.05)
+        child = os.fork()
+        if child == 0:
+            time.sleep(60)
+            os._exit(0)
+        (ready / "forked.tmp").write_text(str(child))
+        (ready / "forked.tmp").rename(ready / "forked")
+
+    if fork_when_ready:
+        threading.Thread(target=fork, daemon=True).start()
+    launch_local(sleep_with_a_child, num_processes=2, args=(ready_dir,), timeout_s=120)
