@@ -1,0 +1,175 @@
+"""`plot_reads`: step by step, which rows made each global batch and which host read each.
+
+The picture behind resuming a job on another number of hosts: the global batches stay
+the same (the same rows, in the same order), while the hosts that read them change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+
+from ._palette import host_colors, text_color
+
+StepReads = tuple[Sequence[int], Sequence[int]]  # (source rows in batch order, host of each)
+_CELL_W_IN, _CELL_H_IN, _GAP_COLUMNS = 0.48, 0.2, 0.6
+_LEFT_IN, _LINE_IN, _LEGEND_ENTRY_IN = 1.0, 0.18, 1.35
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadsPlot:
+    """A reads-by-step figure and what it shows.
+
+    `columns` names each column of cells, left to right, as ``(segment, step)``;
+    `cells[(column, position)]` is the cell of that position of the global batch,
+    filled in the colour of the host that read it, and `rows[(column, position)]` the
+    source row written in it.
+    """
+
+    figure: Figure
+    columns: tuple[tuple[str, Any], ...]
+    cells: Mapping[tuple[int, int], Rectangle]
+    rows: Mapping[tuple[int, int], int]
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+    def column(self, segment: str, step: Any) -> int:
+        """The number of the column drawn for `step` of `segment`."""
+        return self.columns.index((segment, step))
+
+
+def _checked(segments: Any) -> list[tuple[str, list[tuple[Any, list[int], list[int]]]]]:
+    if not isinstance(segments, Mapping) or not segments:
+        raise TypeError(
+            "segments must be a non-empty mapping {label: {step: (rows, hosts)}}, got "
+            f"{type(segments).__name__}."
+        )
+    checked, size = [], None
+    for label, steps in segments.items():
+        if not isinstance(label, str) or not isinstance(steps, Mapping) or not steps:
+            raise TypeError(
+                f"segments[{label!r}] must map each step to (rows, hosts), under a str label."
+            )
+        columns = []
+        for step, pair in steps.items():
+            rows, hosts = ([int(value) for value in part] for part in pair)
+            if len(rows) != len(hosts) or not rows or size not in (None, len(rows)):
+                raise ValueError(
+                    f"segments[{label!r}][{step!r}] has {len(rows)} rows and {len(hosts)} "
+                    f"hosts; every step needs one host per row, and the same batch size "
+                    f"({size if size is not None else len(rows)} rows) as the others."
+                )
+            if min(hosts) < 0:
+                raise ValueError(f"segments[{label!r}][{step!r}] names a negative host.")
+            size = len(rows)
+            columns.append((step, rows, hosts))
+        checked.append((label, columns))
+    return checked
+
+
+def plot_reads(
+    segments: Mapping[str, Mapping[Any, StepReads]], *, title: str | None = None
+) -> ReadsPlot:
+    """Draws, for each step, the global batch's rows and the host that read each one.
+
+    One column of cells per step, one cell per position of the global batch (position
+    0 at the top). A cell shows the source row at that position and is filled in the
+    colour of the host that read it (`host_colors`). Segments, such as the steps
+    before and after a restore, stand side by side under their labels.
+
+    Args:
+        segments: ``{label: {step: (rows, hosts)}}`` in drawing order: for each step,
+            the source rows of its global batch in batch order, and for each of them
+            the host that read it.
+        title: the figure title; by default none.
+
+    Returns:
+        A `ReadsPlot`: the figure, each cell and the row written in it.
+
+    Raises:
+        TypeError: `segments` is not a non-empty mapping of labels to steps.
+        ValueError: a step's rows and hosts differ in length, steps differ in batch
+            size, or a host is negative.
+
+    Example:
+        >>> plot = plot_reads({"2 hosts": {1: ([5, 2, 7, 0], [0, 0, 1, 1])},
+        ...                    "4 hosts": {2: ([3, 6, 1, 4], [0, 1, 2, 3])}})
+        >>> plot.rows[(plot.column("4 hosts", 2), 1)], len(plot.cells)
+        (6, 8)
+    """
+    checked = _checked(segments)
+    size = len(checked[0][1][0][1])
+    hosts_seen = sorted({h for _, columns in checked for _, _, hosts in columns for h in hosts})
+    palette = host_colors(hosts_seen[-1] + 1)
+    total = sum(len(columns) for _, columns in checked)
+    span = total + _GAP_COLUMNS * (len(checked) - 1)
+    width = max(span * _CELL_W_IN + _LEFT_IN + 0.3, 4.0)
+    headings = [  # each segment's label, wrapped to the width of its columns
+        textwrap.wrap(label, max(int(len(columns) * _CELL_W_IN / 0.075), 8))
+        for label, columns in checked
+    ]
+    lines = max(len(heading) for heading in headings)
+    legend_columns = max(1, min(len(hosts_seen), int((width - 0.2) / _LEGEND_ENTRY_IN)))
+    legend_lines = math.ceil(len(hosts_seen) / legend_columns)
+    top_in = 0.35 + lines * _LINE_IN + 0.3 * (title is not None)
+    bottom_in = 0.15 + legend_lines * 0.25
+    height = size * _CELL_H_IN + top_in + bottom_in
+    figure = Figure(figsize=(width, height))
+    FigureCanvasAgg(figure)  # renders off-screen; no pyplot state is touched
+    grid_w, grid_h = span * _CELL_W_IN, size * _CELL_H_IN
+    ax = figure.add_axes((_LEFT_IN / width, bottom_in / height, grid_w / width, grid_h / height))
+    ax.set(xlim=(0, span), ylim=(size, 0))
+    ax.spines[:].set_visible(False)
+    ax.set_yticks([p + 0.5 for p in range(size)], [str(p) for p in range(size)], fontsize=7)
+    ax.set_ylabel("position in the global batch", fontsize=8)
+    ax.tick_params(length=0)
+    cells: dict[tuple[int, int], Rectangle] = {}
+    rows_at: dict[tuple[int, int], int] = {}
+    names: list[tuple[str, Any]] = []
+    ticks, x = [], 0.0
+    for number, (label, columns) in enumerate(checked):
+        if number:
+            ax.axvline(x - _GAP_COLUMNS / 2, color="black", linewidth=1, linestyle="--")
+        above = 0.3 / _CELL_H_IN  # clear of the step labels
+        heading = ax.text(x + len(columns) / 2, -above, "\n".join(headings[number]))
+        heading.set(ha="center", va="bottom", fontsize=9, clip_on=False)
+        for step, rows, hosts in columns:
+            column = len(names)
+            names.append((label, step))
+            ticks.append((x + 0.5, f"step {step}"))
+            for position, (row, host) in enumerate(zip(rows, hosts, strict=True)):
+                fill = palette[host]
+                cell = Rectangle((x, position), 1, 1, facecolor=fill, edgecolor="white")
+                ax.add_patch(cell)
+                ax.text(x + 0.5, position + 0.5, str(row), ha="center", va="center")
+                ax.texts[-1].set(fontsize=7, color=text_color(fill))
+                cells[(column, position)] = cell
+                rows_at[(column, position)] = row
+            x += 1
+        x += _GAP_COLUMNS
+    ax.set_xticks([t for t, _ in ticks], [name for _, name in ticks], fontsize=7)
+    ax.xaxis.tick_top()
+    ax.xaxis.set_label_position("top")
+    handles = [Patch(facecolor=palette[h], label=f"host {h} read it") for h in hosts_seen]
+    figure.legend(
+        handles=handles,
+        loc="lower center",
+        ncols=legend_columns,
+        frameon=False,
+        fontsize=8,
+        bbox_to_anchor=(0.5, 0.0),
+    )
+    if title is not None:
+        figure.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
+    return ReadsPlot(figure, tuple(names), cells, rows_at)
