@@ -16,7 +16,12 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from datarax.sharding._checks import check_rows_agree, flatten_with_names
+from datarax.sharding._checks import (
+    check_keys_sortable,
+    check_not_deleted,
+    check_rows_agree,
+    flatten_with_names,
+)
 
 Rows = slice | np.ndarray
 _STACKABLE = (np.ndarray, np.generic, int, float, bool, complex)
@@ -56,6 +61,8 @@ class ArraySource:
         named, self._treedef = flatten_with_names(data, "source")
         if not named:
             raise ValueError("source has no arrays; pass e.g. {'image': images, 'label': labels}.")
+        for name, leaf in named:
+            check_not_deleted(name, leaf)
         self._leaves = [np.asarray(leaf) for _, leaf in named]  # views: a memmap stays on disk
         for (name, _), leaf in zip(named, self._leaves, strict=True):
             if leaf.ndim == 0:
@@ -87,7 +94,11 @@ def _collate(records: list[Any], indices: list[int]) -> Any:
     named, treedef = flatten_with_names(records[0], f"source[{indices[0]}]")
     columns: list[list[Any]] = [[] for _ in named]
     for record, index in zip(records, indices, strict=True):
-        leaves, structure = jax.tree_util.tree_flatten(record)
+        try:
+            leaves, structure = jax.tree_util.tree_flatten(record)
+        except (TypeError, ValueError):
+            check_keys_sortable(record, f"source[{index}]")
+            raise
         if structure != treedef:
             raise ValueError(
                 f"source[{index}] has structure {structure}, but source[{indices[0]}] has "

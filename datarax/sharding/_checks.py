@@ -7,6 +7,7 @@ so that one rule has one wording wherever it applies.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import numbers
@@ -73,6 +74,52 @@ def leaf_name(path: Sequence[Any], root: str = "batch") -> str:
     return root + jax.tree_util.keystr(tuple(path))
 
 
+def _unsortable(node: Any) -> bool:
+    """Whether `node` is a dict that JAX sorts by key and whose keys cannot be sorted."""
+    if type(node) not in (dict, collections.defaultdict):
+        return False
+    try:
+        sorted(node)
+    except TypeError:
+        return True
+    return False
+
+
+def check_keys_sortable(tree: Any, root: str = "batch") -> None:
+    """Raises TypeError naming the first dict in `tree` whose keys JAX cannot sort.
+
+    JAX flattens a dict in key order, so ``{"a": x, 1: y}`` has no order and no pytree
+    function accepts it; this says which dict it is and what to do.
+
+    Example:
+        >>> check_keys_sortable({"image": {"a": 1, 2: 3}})
+        Traceback (most recent call last):
+        TypeError: batch['image'] is a dict with keys of different types (int, str): ...
+    """
+    found = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_unsortable)[0]
+    for path, node in found:
+        if _unsortable(node):
+            kinds = sorted({type(key).__name__ for key in node})
+            what = f"with keys of different types ({', '.join(kinds)})"
+            if len(kinds) == 1:
+                what = f"whose {kinds[0]} keys cannot be compared with each other"
+            raise TypeError(
+                f"{leaf_name(path, root)} is a dict {what}: {list(node)!r:.100}. "
+                "JAX orders dict entries by key, so use keys of one type that compare, e.g. "
+                "all strings."
+            )
+
+
+def flatten_with_path(tree: Any, root: str = "batch") -> tuple[list[tuple[Any, Any]], Any]:
+    """``jax.tree_util.tree_flatten_with_path(tree)``, with a clear error for dict keys
+    that cannot be sorted (see `check_keys_sortable`)."""
+    try:
+        return jax.tree_util.tree_flatten_with_path(tree)
+    except (TypeError, ValueError):
+        check_keys_sortable(tree, root)
+        raise
+
+
 def flatten_with_names(tree: Any, root: str = "batch") -> tuple[list[tuple[str, Any]], Any]:
     """``([(leaf name, leaf), ...], treedef)``, with a clear error for unsortable dict keys.
 
@@ -80,16 +127,7 @@ def flatten_with_names(tree: Any, root: str = "batch") -> tuple[list[tuple[str, 
         >>> flatten_with_names({"b": 1, "a": [2]})[0]
         [("batch['a'][0]", 2), ("batch['b']", 1)]
     """
-    try:
-        path_leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    except (TypeError, ValueError) as error:
-        cause = error.__cause__ or error
-        if "not supported between" not in str(cause) and "sorting" not in str(error):
-            raise
-        raise TypeError(
-            f"A dict in {root} has keys of different types that cannot be sorted ({cause}). "
-            "JAX orders dict entries by key, so use keys of one type, e.g. all strings."
-        ) from None
+    path_leaves, treedef = flatten_with_path(tree, root)
     return [(leaf_name(path, root), leaf) for path, leaf in path_leaves], treedef
 
 
@@ -181,11 +219,45 @@ def _jax_accepts(dtype: np.dtype) -> bool:
     return True
 
 
-def check_leaf_kind(name: str, leaf: Any) -> None:
-    """Raises TypeError for a leaf that cannot become a jax.Array.
+@functools.cache
+def _device_accepts(dtype: np.dtype, device: Any) -> bool:
+    """Whether ``jax.device_put`` takes arrays of `dtype` onto `device` (an empty one is
+    tried once): a backend may lack a dtype JAX knows, as CPU lacks float6."""
+    try:
+        jax.device_put(np.zeros((0,), dtype), device)
+    except (TypeError, ValueError, jax.errors.JaxRuntimeError):
+        return False
+    return True
+
+
+def check_not_deleted(name: str, leaf: Any) -> None:
+    """Raises TypeError when `leaf` is a jax.Array that was deleted or donated."""
+    if isinstance(leaf, jax.Array) and leaf.is_deleted():
+        raise TypeError(
+            f"{name} is a jax.Array that has been deleted or donated (shape {leaf.shape}), "
+            "so it holds no data any more. Pass the array a jitted step returned instead "
+            "of one it consumed with donate_argnums, or keep a copy."
+        )
+
+
+def _check_python_int(name: str, leaf: int) -> None:
+    dtype = jax.dtypes.canonicalize_dtype(np.int64)
+    info = np.iinfo(dtype)
+    if not info.min <= leaf <= info.max:
+        raise ValueError(
+            f"{name} is the python int {leaf}, which does not fit JAX's default integer "
+            f"type {dtype} ([{info.min}, {info.max}]). Pass it as a float, or as a numpy "
+            "int64 array with jax_enable_x64 on, or split it into smaller numbers."
+        )
+
+
+def check_leaf_kind(name: str, leaf: Any, device: Any = None) -> None:
+    """Raises TypeError (ValueError for a python int out of range) for a leaf that cannot
+    become a jax.Array, on `device` when given.
 
     Every dtype JAX accepts passes, bfloat16, int4 and float8 included; strings,
-    objects, datetimes, long doubles, byte-swapped dtypes and deleted arrays do not.
+    objects, datetimes, long doubles, byte-swapped dtypes, dtypes the device's backend
+    lacks and deleted arrays do not.
     """
     if isinstance(leaf, (str, bytes)):
         raise TypeError(
@@ -193,16 +265,16 @@ def check_leaf_kind(name: str, leaf: Any) -> None:
             "scalars can be placed on devices. Encode text as integer ids on the host, "
             "or remove the leaf from the batch before sharding."
         )
-    if isinstance(leaf, jax.Array) and leaf.is_deleted():
-        raise TypeError(
-            f"{name} is a jax.Array that has been deleted or donated (shape {leaf.shape}), "
-            "so it holds no data any more. Pass the array a jitted step returned instead "
-            "of one it consumed with donate_argnums, or keep a copy."
-        )
+    check_not_deleted(name, leaf)
     if isinstance(leaf, (np.ndarray, np.generic, jax.Array)):
         dtype = np.dtype(leaf.dtype)
-        if not _jax_accepts(dtype):
-            fix = "Convert it to a numeric dtype (for example integer ids)"
+        where = "JAX does not accept on devices"
+        accepted = _jax_accepts(dtype)
+        if accepted and device is not None and not isinstance(leaf, jax.Array):
+            accepted = _device_accepts(dtype, device)
+            where = f"JAX's {device.platform.upper()} devices do not accept"
+        if not accepted:
+            fix = "Convert it to a numeric dtype JAX supports (e.g. x.astype(np.float32))"
             if dtype.kind in "Mm":
                 fix = "Convert it to numbers first (e.g. x.astype('int64') for epoch units)"
             elif not dtype.isnative:
@@ -210,10 +282,12 @@ def check_leaf_kind(name: str, leaf: Any) -> None:
             elif dtype == np.longdouble:
                 fix = "Convert it to float64 or float32 first"
             raise TypeError(
-                f"{name} has dtype {dtype} (shape {np.shape(leaf)}), which JAX does not "
-                f"accept on devices. {fix}, or remove it from the batch."
+                f"{name} has dtype {dtype} (shape {np.shape(leaf)}), which {where}. "
+                f"{fix}, or remove it from the batch."
             )
         return
+    if isinstance(leaf, int) and not isinstance(leaf, bool):
+        _check_python_int(name, leaf)
     if not isinstance(leaf, _SCALAR_TYPES):
         raise TypeError(
             f"{name} is a {type(leaf).__name__}, which is neither an array nor a "
@@ -270,18 +344,21 @@ def leaf_shardings(batch: Any, sharding: Sharding) -> tuple[Sharding, ...]:
     """One validated sharding per leaf of `batch`, in `jax.tree_util` leaf order.
 
     Raises:
-        TypeError: `sharding` is not a Sharding, or a leaf cannot be placed.
-        ValueError: the spec does not fit the mesh, a leaf's rank or its shape.
+        TypeError: `sharding` is not a Sharding, a dict's keys cannot be sorted, or a
+            leaf cannot be placed on the sharding's devices.
+        ValueError: the spec does not fit the mesh, a leaf's rank or its shape, or a
+            python int does not fit JAX's integer type.
     """
     check_sharding_type(sharding)
     named = isinstance(sharding, NamedSharding)
     if named:
         check_spec_against_mesh(sharding.spec, dict(sharding.mesh.shape))
-    path_leaves = jax.tree_util.tree_flatten_with_path(batch)[0]
-    names = [leaf_name(path) for path, _ in path_leaves]
-    for name, (_, leaf) in zip(names, path_leaves, strict=True):
-        check_leaf_kind(name, leaf)
-    shapes = [tuple(np.shape(leaf)) for _, leaf in path_leaves]
+    leaves = flatten_with_names(batch)[0]
+    names = [name for name, _ in leaves]
+    device = next(iter(sharding.device_set))
+    for name, leaf in leaves:
+        check_leaf_kind(name, leaf, device)
+    shapes = [tuple(np.shape(leaf)) for _, leaf in leaves]
     if named and len(sharding.spec) and spec_axis_names(sharding.spec[0]):
         check_rows_agree([(n, s[0]) for n, s in zip(names, shapes, strict=True) if s])
     result: list[Sharding] = []

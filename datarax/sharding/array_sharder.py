@@ -9,7 +9,7 @@ from jax.sharding import Sharding
 
 from datarax._compat import on_auto_mesh
 from datarax.sharding._base import SharderModule
-from datarax.sharding._checks import leaf_shardings
+from datarax.sharding._checks import check_keys_sortable, leaf_shardings
 
 _PLAN_CACHE_SIZE = 1024
 _plans: dict[tuple[Any, ...], Sharding | list[Sharding]] = {}
@@ -25,7 +25,11 @@ def plan_shardings(
     leaf. Validation runs once per (structure, leaf shapes and dtypes, sharding);
     later calls with the same signature cost a flatten and a dictionary lookup.
     """
-    leaves, treedef = jax.tree_util.tree_flatten(batch)
+    try:
+        leaves, treedef = jax.tree_util.tree_flatten(batch)
+    except (TypeError, ValueError):
+        check_keys_sortable(batch)
+        raise
     signature = tuple(
         (type(leaf), getattr(leaf, "shape", None), getattr(leaf, "dtype", None)) for leaf in leaves
     )
@@ -77,9 +81,12 @@ class ArraySharder(SharderModule):
             A pytree of the same structure with `jax.Array` leaves.
 
         Raises:
-            TypeError: `sharding` is not a Sharding, or a leaf is a string or object.
+            TypeError: `sharding` is not a Sharding, a dict's keys cannot be sorted, or
+                a leaf cannot be placed (a string, an object, a dtype the devices do not
+                take, a deleted array).
             ValueError: a leaf's shape does not fit the sharding (the message names
-                the leaf, its shape, the mesh axis and the ways out).
+                the leaf, its shape, the mesh axis and the ways out), or a python int
+                does not fit JAX's integer type.
         """
         leaves, treedef, shardings = plan_shardings(batch, sharding)
         if not leaves:
@@ -88,4 +95,7 @@ class ArraySharder(SharderModule):
             placed = jax.device_put(leaves, shardings)
         except ValueError:
             placed = jax.device_put([on_auto_mesh(leaf) for leaf in leaves], shardings)
+        except OverflowError:  # a python int too large, in a batch whose plan was cached
+            leaf_shardings(batch, sharding)  # raises the ValueError that names it
+            raise
         return jax.tree_util.tree_unflatten(treedef, placed)

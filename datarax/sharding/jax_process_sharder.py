@@ -30,9 +30,12 @@ from datarax.sharding._checks import (
     check_bool,
     check_devices_known,
     check_int,
+    check_keys_sortable,
+    check_not_deleted,
     check_process,
     check_rows_agree,
     check_sharding_type,
+    flatten_with_path,
     leaf_name,
     named_leaf_sharding,
 )
@@ -78,6 +81,9 @@ def shard_bounds(
 
 def _rows_of(value: Any, name: str, in_sequence: bool = False) -> int:
     """The number of rows of a leaf (arrays) or of top-level data (also lists, tuples)."""
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    check_not_deleted(name, value)
     if isinstance(value, (str, bytes)) or np.ndim(value) == 0:
         hint = ""
         if in_sequence:
@@ -94,7 +100,9 @@ def _rows_of(value: Any, name: str, in_sequence: bool = False) -> int:
 
 def _leaves(data: Mapping[Any, Any]) -> tuple[list[tuple[str, Any, bool]], Any]:
     """A dict's leaves: name, value, and whether a list or tuple holds it (a container)."""
-    path_leaves, treedef = jax.tree_util.tree_flatten_with_path(data)
+    path_leaves, treedef = flatten_with_path(data, "data")
+    for path, leaf in path_leaves:
+        check_not_deleted(leaf_name(path, "data"), leaf)
     named = [
         (
             leaf_name(path, "data"),
@@ -214,7 +222,8 @@ class JaxProcessSharder(SharderModule):
         replicated, so every host keeps them. Pass the result to `shard`.
 
         Raises:
-            TypeError: `data` or a leaf has no rows, or `sharding` is not a Sharding.
+            TypeError: `data` or a leaf has no rows or was deleted (donated), a dict's
+                keys cannot be sorted, or `sharding` is not a Sharding.
             ValueError: the leaves differ in rows, the rows do not split the way the
                 sharding needs, or a pretend host is given a sharding.
 
@@ -288,7 +297,11 @@ class JaxProcessSharder(SharderModule):
         self._refuse_pretend("shard()")
         if jax.process_count() == 1:
             return _SINGLE_HOST.shard(batch, sharding)
-        return make_global(batch, sharding, every_batch=self.check_every_batch)
+        try:
+            return make_global(batch, sharding, every_batch=self.check_every_batch)
+        except (TypeError, ValueError):
+            check_keys_sortable(batch)
+            raise
 
 
 JaxProcessSharderModule = JaxProcessSharder

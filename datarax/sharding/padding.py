@@ -7,7 +7,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.sharding._checks import check_int, check_leaf_kind, check_rows_agree, leaf_name
+from datarax.sharding._checks import (
+    check_int,
+    check_leaf_kind,
+    check_rows_agree,
+    flatten_with_names,
+)
 
 
 def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
@@ -25,7 +30,8 @@ def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
         ``(padded_batch, mask)`` with ``mask.shape == (padded_rows,)``.
 
     Raises:
-        TypeError: `multiple` is not an int, or a leaf cannot be placed on devices.
+        TypeError: `multiple` is not an int, a leaf cannot be placed on devices, or a
+            dict's keys cannot be sorted.
         ValueError: `multiple` is not positive, a leaf is 0-d or the leaves differ
             in their number of rows.
 
@@ -37,10 +43,8 @@ def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
         array([ True,  True,  True,  True,  True, False, False, False])
     """
     multiple = check_int("multiple", multiple, meaning="the row count to round up to")
-    path_leaves = jax.tree_util.tree_flatten_with_path(batch)[0]
     named_shapes = []
-    for path, leaf in path_leaves:
-        name = leaf_name(path)
+    for name, leaf in flatten_with_names(batch)[0]:
         check_leaf_kind(name, leaf)
         if np.ndim(leaf) == 0:
             raise ValueError(
