@@ -75,7 +75,10 @@ class Pipeline:
 
     Every ``iter()`` begins a new epoch, unless `set_state` was called since, in which
     case it resumes exactly there. A pipeline has one position: an iterator made
-    earlier stops with an error once a newer one exists. With ``shuffle=True`` each
+    earlier raises once a newer one exists or `set_state` was called. A batch whose
+    stage raised is not consumed: the next ``next()`` makes it again. Host batches are
+    read-only (views of the source or copies), so a stage must return new arrays
+    rather than write into its batch. With ``shuffle=True`` each
     epoch has its own permutation, derived from `rngs` and the epoch only, so every
     host built with the same `rngs` sees the same global order.
 
@@ -207,6 +210,7 @@ class Pipeline:
         wherever the state is in the epoch: no batch is replayed.
 
         Raises:
+            TypeError: a count in `state` is not an int (bools and floats are not).
             ValueError: `state` is malformed, or was made by a pipeline with another
                 batch size, source length or shuffle seed.
         """
@@ -218,6 +222,8 @@ class Pipeline:
             )
         epoch = check_int("state['epoch']", state["epoch"], minimum=0)
         batch_index = check_int("state['batch_index']", state["batch_index"], minimum=0)
+        for key in ("batch_size", "source_length"):
+            check_int(f"state[{key!r}]", state[key], minimum=0)
         if batch_index > self.num_batches:
             raise ValueError(
                 f"state['batch_index'] must be in [0, {self.num_batches}], got {batch_index}."
@@ -233,6 +239,7 @@ class Pipeline:
                 )
         self._epoch, self._next_batch = epoch, batch_index
         self._resume = True
+        self._generation += 1  # an iterator made before would go on from elsewhere
 
     def __iter__(self) -> Iterator[Batch]:
         if self._resume:
@@ -242,7 +249,7 @@ class Pipeline:
             self._epoch, self._next_batch = self._epoch + 1, 0
         self._resume = False
         self._generation += 1
-        return self._run(self._generation)
+        return _Epoch(self, self._generation)
 
     def _rows(self, order: np.ndarray | None, batch_index: int) -> Rows:
         """The global rows of batch `batch_index` that this host reads, in batch order."""
@@ -291,23 +298,55 @@ class Pipeline:
             )
         return self._next_batch + min(counts)
 
-    def _run(self, generation: int) -> Iterator[Batch]:
-        order = self.epoch_order(self._epoch)
-        end = self._agree_on_epoch()
-        while True:
-            if generation != self._generation:
-                raise RuntimeError(
-                    "This iterator over the pipeline was superseded by a newer "
-                    "iter(pipeline) (zip(p, p), a loop over p inside a loop over p, or two "
-                    "prefetchers over p). A pipeline has one position, so only its newest "
-                    "iterator can go on; build a second Pipeline for an independent pass."
-                )
-            if self._next_batch >= end:
-                return
-            rows = self._rows(order, self._next_batch)
-            batch = _run_stage(self.stages, "stages", read_rows(self.source, rows))
-            if self.sharding is not None:
-                size = min(self.batch_size, self.source_length - self._next_batch * self.batch_size)
-                batch = _run_stage(self.device_stages, "device_stages", self._place(batch, size))
-            self._next_batch += 1
-            yield batch
+    def _produce(self, plan: tuple[np.ndarray | None, int]) -> Batch:
+        """The next batch of the epoch `plan` (row order, end), or StopIteration.
+
+        The position moves on only once every stage has returned, so a batch whose
+        stage raised is not consumed: the next call makes it again.
+        """
+        order, end = plan
+        if self._next_batch >= end:
+            raise StopIteration
+        rows = self._rows(order, self._next_batch)
+        batch = _run_stage(self.stages, "stages", read_rows(self.source, rows))
+        if self.sharding is not None:
+            size = min(self.batch_size, self.source_length - self._next_batch * self.batch_size)
+            batch = _run_stage(self.device_stages, "device_stages", self._place(batch, size))
+        self._next_batch += 1
+        return batch
+
+
+class _Epoch(Iterator[Batch]):
+    """An iterator over the rest of one epoch of a `Pipeline`.
+
+    After an exception, ``next()`` tries the same batch again; once a newer
+    ``iter(pipeline)`` or ``set_state`` exists, it raises instead of going on from
+    somewhere else. Once finished, it stays finished.
+    """
+
+    def __init__(self, pipeline: Pipeline, generation: int):
+        self._pipeline, self._generation = pipeline, generation
+        self._plan: tuple[np.ndarray | None, int] | None = None  # on the first next()
+        self._finished = False
+
+    def __iter__(self) -> _Epoch:
+        return self
+
+    def __next__(self) -> Batch:
+        pipeline = self._pipeline
+        if self._finished:
+            raise StopIteration
+        if self._generation != pipeline._generation:
+            raise RuntimeError(
+                "This iterator over the pipeline was superseded by a newer "
+                "iter(pipeline) or set_state (zip(p, p), a loop over p inside a loop over "
+                "p, or two prefetchers over p). A pipeline has one position, so only its "
+                "newest iterator can go on; build a second Pipeline for an independent pass."
+            )
+        if self._plan is None:
+            self._plan = (pipeline.epoch_order(pipeline._epoch), pipeline._agree_on_epoch())
+        try:
+            return pipeline._produce(self._plan)
+        except StopIteration:
+            self._finished = True
+            raise
