@@ -65,3 +65,34 @@ def test_columns_run_left_to_right_with_a_gap_between_segments() -> None:
 def test_bad_segments_are_refused(segments: object, error: type, words: str) -> None:
     with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
         viz.plot_reads(segments)  # type: ignore[arg-type]
+
+
+def test_epoch_ends_draw_one_box_per_batch_in_its_state() -> None:
+    panels = {
+        "no agreement": {0: ["done"] * 5, 1: ["done"] * 5 + ["waiting"]},
+        "stop": {0: ["done"] * 5, 1: ["done"] * 5 + ["not run"]},
+    }
+    plot = viz.plot_epoch_ends(panels, title="epoch ends")
+    colours = viz.host_colors(2)
+    for label, hosts in panels.items():
+        for host, states in hosts.items():
+            boxes = plot.boxes[(label, host)]
+            assert plot.states[(label, host)] == tuple(states)
+            assert len(boxes) == len(states)
+            assert [box.get_x() for box in boxes] == list(range(len(states)))
+            for box, state in zip(boxes, states, strict=True):
+                done = to_hex(box.get_facecolor()) == colours[host].lower()
+                assert done == (state == "done")
+                assert bool(box.get_hatch()) == (state == "waiting")
+    lines = [plot.boxes[key][0].get_y() for key in plot.boxes]
+    assert lines == sorted(lines) and len(set(lines)) == 4  # one line per host, in order
+    assert plot._repr_png_().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("panels", "error"),
+    [({}, TypeError), ({"a": {}}, TypeError), ({"a": {0: ["ran"]}}, ValueError)],
+)
+def test_bad_epoch_ends_are_refused(panels: object, error: type) -> None:
+    with pytest.raises(error):
+        viz.plot_epoch_ends(panels)  # type: ignore[arg-type]

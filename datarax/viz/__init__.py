@@ -19,7 +19,9 @@ from ._palette import host_colors as host_colors
 from ._palette import text_color as text_color
 from ._placement import ShardingPlot as ShardingPlot
 from ._placement import plot_sharding as plot_sharding
+from ._resume_figures import EpochEndPlot as EpochEndPlot
 from ._resume_figures import ReadsPlot as ReadsPlot
+from ._resume_figures import plot_epoch_ends as plot_epoch_ends
 from ._resume_figures import plot_reads as plot_reads
 from ._tables import LeafSummary as LeafSummary
 from ._tables import format_spec as format_spec

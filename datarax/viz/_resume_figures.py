@@ -49,6 +49,11 @@ class ReadsPlot:
         return self.columns.index((segment, step))
 
 
+def _title_inches(title: str | None) -> float:
+    """How wide a figure must be for `title` at 10 pt on one line."""
+    return 0.0 if title is None else 0.085 * len(title) + 0.4
+
+
 def _checked(segments: Any) -> list[tuple[str, list[tuple[Any, list[int], list[int]]]]]:
     if not isinstance(segments, Mapping) or not segments:
         raise TypeError(
@@ -114,7 +119,7 @@ def plot_reads(
     palette = host_colors(hosts_seen[-1] + 1)
     total = sum(len(columns) for _, columns in checked)
     span = total + _GAP_COLUMNS * (len(checked) - 1)
-    width = max(span * _CELL_W_IN + _LEFT_IN + 0.3, 4.0)
+    width = max(span * _CELL_W_IN + _LEFT_IN + 0.3, 4.0, _title_inches(title))
     headings = [  # each segment's label, wrapped to the width of its columns
         textwrap.wrap(label, max(int(len(columns) * _CELL_W_IN / 0.075), 8))
         for label, columns in checked
@@ -162,6 +167,10 @@ def plot_reads(
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     handles = [Patch(facecolor=palette[h], label=f"host {h} read it") for h in hosts_seen]
+    # matplotlib fills a legend column by column; this order reads row by row
+    handles = [
+        handles[i] for c in range(legend_columns) for i in range(c, len(handles), legend_columns)
+    ]
     figure.legend(
         handles=handles,
         loc="lower center",
@@ -173,3 +182,110 @@ def plot_reads(
     if title is not None:
         figure.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
     return ReadsPlot(figure, tuple(names), cells, rows_at)
+
+
+BATCH_STATES = ("done", "waiting", "not run")
+_WAITING_FILL, _WAITING_HATCH, _NOT_RUN_EDGE = "#BBBBBB", "..", "#888888"
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochEndPlot:
+    """An epoch-end figure: `boxes[(panel, host)]` holds one box per batch, in order,
+    and `states` the state each box was drawn for."""
+
+    figure: Figure
+    boxes: Mapping[tuple[str, int], tuple[Rectangle, ...]]
+    states: Mapping[tuple[str, int], tuple[str, ...]]
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+
+def plot_epoch_ends(
+    panels: Mapping[str, Mapping[int, Sequence[str]]], *, title: str | None = None
+) -> EpochEndPlot:
+    """Draws each host's batches of one epoch: run, waiting for other hosts, or not run.
+
+    One line of boxes per host, one box per batch the host's pipeline has: filled in
+    the host's colour when the batch ran (``"done"``), grey and hatched when the host
+    started it and waited for hosts that never came (``"waiting"``), empty when the
+    host did not run it (``"not run"``). Panels, one per policy, stack top to bottom.
+
+    Args:
+        panels: ``{label: {host: states}}``, each state one of ``"done"``,
+            ``"waiting"`` and ``"not run"``, in batch order.
+        title: the figure title; by default none.
+
+    Returns:
+        An `EpochEndPlot`: the figure and every box.
+
+    Raises:
+        TypeError: `panels` is not a non-empty mapping of labels to hosts.
+        ValueError: a state is not one of the three, or a host is negative.
+
+    Example:
+        >>> plot = plot_epoch_ends({"no agreement": {0: ["done"] * 2,
+        ...                                          1: ["done"] * 2 + ["waiting"]}})
+        >>> plot.states[("no agreement", 1)], len(plot.boxes[("no agreement", 0)])
+        (('done', 'done', 'waiting'), 2)
+    """
+    if not isinstance(panels, Mapping) or not panels:
+        raise TypeError("panels must be a non-empty mapping {label: {host: states}}.")
+    lines: list[tuple[str, int, tuple[str, ...]]] = []
+    for label, hosts in panels.items():
+        if not isinstance(hosts, Mapping) or not hosts:
+            raise TypeError(f"panels[{label!r}] must map each host to its batches' states.")
+        for host, states in hosts.items():
+            states = tuple(states)
+            wrong_states = sorted(set(states) - set(BATCH_STATES))
+            if wrong_states or int(host) < 0:
+                raise ValueError(
+                    f"panels[{label!r}][{host!r}]: states must be {BATCH_STATES} and hosts "
+                    f">= 0, got states {wrong_states or 'fine'} for host {host}."
+                )
+            lines.append((label, int(host), states))
+    longest = max(len(states) for _, _, states in lines)
+    palette = host_colors(max(host for _, host, _ in lines) + 1)
+    gaps = len(panels) - 1
+    height = 0.35 * (len(lines) + 0.8 * gaps) + 0.6 + 0.3 * len(panels) + 0.3 * (title is not None)
+    width = max(0.55 * longest + 1.3, 4.0, _title_inches(title))
+    figure = Figure(figsize=(width, height))
+    FigureCanvasAgg(figure)  # renders off-screen; no pyplot state is touched
+    top_in = 0.35 + 0.3 * (title is not None)
+    ax = figure.add_axes(
+        (0.9 / width, 0.45 / height, (width - 1.1) / width, 1 - (0.45 + top_in) / height)
+    )
+    boxes: dict[tuple[str, int], tuple[Rectangle, ...]] = {}
+    ticks: list[tuple[float, str]] = []
+    y, previous = 0.0, None
+    for label, host, states in lines:
+        if label != previous:
+            y += 0.8 if previous is not None else 0.0
+            ax.text(0, y - 0.05, label, ha="left", va="bottom", fontsize=9, weight="bold")
+            previous, y = label, y + 0.3
+        drawn = []
+        for number, state in enumerate(states):
+            fill = {"done": palette[host], "waiting": _WAITING_FILL, "not run": "white"}[state]
+            edge = _NOT_RUN_EDGE if state == "not run" else "white"
+            box = Rectangle((number, y), 0.92, 0.8, facecolor=fill, edgecolor=edge)
+            box.set(hatch=_WAITING_HATCH if state == "waiting" else None, linewidth=1.0)
+            ax.add_patch(box)
+            text = {"done": str(number + 1), "waiting": "waits", "not run": "not run"}[state]
+            ax.text(number + 0.46, y + 0.4, text, ha="center", va="center", fontsize=7)
+            ax.texts[-1].set(color=text_color(fill) if state == "done" else "black")
+            drawn.append(box)
+        boxes[(label, host)] = tuple(drawn)
+        ticks.append((y + 0.4, f"host {host}"))
+        y += 1.0
+    ax.set(xlim=(0, longest), ylim=(y, 0))
+    ax.set_yticks([t for t, _ in ticks], [name for _, name in ticks], fontsize=8)
+    ax.set_xticks([n + 0.46 for n in range(longest)], [str(n + 1) for n in range(longest)])
+    ax.set_xlabel("batch of the epoch", fontsize=8)
+    ax.tick_params(length=0, labelsize=8)
+    ax.spines[:].set_visible(False)
+    if title is not None:
+        figure.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
+    states_of = {(label, host): states for label, host, states in lines}
+    return EpochEndPlot(figure, boxes, states_of)
