@@ -278,13 +278,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--side", type=int, default=224)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--skip-tests", action="store_true", help="only steps 1 and 2")
-    parser.add_argument("--tests-timeout", type=float, default=360.0)
+    parser.add_argument(
+        "--tests-timeout", type=float, default=300.0, help="seconds (the other steps get 120)"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": machine()}
     steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("placement", lambda: measure_step(args.rows, args.side, args.rounds, timeout_s=150)),
-        ("setup_devices", lambda: setup_devices_step(timeout_s=150)),
+        ("placement", lambda: measure_step(args.rows, args.side, args.rounds, timeout_s=120)),
+        ("setup_devices", lambda: setup_devices_step(timeout_s=120)),
     ]
     if not args.skip_tests:
         steps.append(("unit_tests", lambda: tests_step(["tests", "datarax"], args.tests_timeout)))
