@@ -1,0 +1,144 @@
+"""Checkers for tutorial 09, preemption, resume and uneven epoch ends.
+
+``09.rows_to_read``: after a saved pipeline state, the source rows a host reads for
+the next global batch, on any number of hosts.
+``09.epoch_plan``: how many batches per-host pipelines of different lengths run
+together, and what each host leaves unread.
+
+The right answers come from the library and JAX: a real shuffled `Pipeline` with a
+sharding over the devices at hand, and `RowLedger`s over pretend hosts whose mesh
+orders include one that is not ``jax.devices()`` order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.pipeline import Pipeline
+from datarax.sharding import RowLedger, pretend_hosts
+
+SOURCE_ROWS, BATCH = 40, 8
+
+
+def _ledgers() -> list[tuple[str, RowLedger]]:
+    """Ledgers of one global batch for 1, 2 and 4 pretend hosts, one interleaved."""
+    devices = jax.devices()
+    count = max(n for n in (1, 2, 4, 8) if n <= len(devices))
+    devices = devices[:count]
+    mesh = Mesh(np.array(devices), ("data",))
+    result = []
+    for hosts in sorted({1, min(2, count), min(4, count)}):
+        sharding = NamedSharding(mesh, P("data"))
+        result.append(
+            (
+                f"{hosts} host" + "s" * (hosts > 1),
+                RowLedger(sharding, BATCH, host_of=pretend_hosts(hosts, devices)),
+            )
+        )
+    if count >= 4:  # host h drives devices h and h + count/2: non-adjacent rows
+        interleaved = np.array(devices).reshape(2, count // 2).T.reshape(-1)
+        sharding = NamedSharding(Mesh(interleaved, ("data",)), P("data"))
+        result.append(
+            ("2 hosts, interleaved", RowLedger(sharding, BATCH, host_of=pretend_hosts(2, devices)))
+        )
+    return result
+
+
+def _pipeline() -> Pipeline:
+    sharding = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("data",)), P("data"))
+    source = {"id": np.arange(SOURCE_ROWS, dtype=np.int32)}
+    return Pipeline(
+        source=source, batch_size=BATCH, shuffle=True, rngs=nnx.Rngs(3), sharding=sharding
+    )
+
+
+@exercise(
+    "09.rows_to_read",
+    hint=(
+        "the next global batch is epoch_order(state['epoch']) from position "
+        "state['batch_index'] * state['batch_size'], batch_size rows long; the host "
+        "reads the positions ledger.rows_of_host(host) of it."
+    ),
+)
+def _rows_to_read(answer: Any) -> Feedback:
+    pipeline = _pipeline()
+    walked = 0
+    for _ in range(2):  # every state of two epochs, the turn of the epoch included
+        iterator = iter(pipeline)
+        while True:
+            state = pipeline.get_state()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                break
+            walked += 1
+            global_rows = np.asarray(batch["id"])
+            for name, ledger in _ledgers():
+                pieces = {}
+                for host in ledger.hosts:
+                    got = call(answer, dict(state), pipeline.epoch_order, ledger, host)
+                    rows = np.asarray(got)
+                    expected = global_rows[ledger.rows_of_host(host)]
+                    if rows.shape != expected.shape or not np.array_equal(rows, expected):
+                        where = f"epoch {state['epoch']}, batch {state['batch_index']}"
+                        return wrong(
+                            f"after the state of {where} ({name}), host {host} reads the "
+                            f"source rows {expected.tolist()} in this order; your function "
+                            f"returned {rows.tolist()}."
+                        )
+                    pieces[host] = rows
+                order = np.concatenate([pieces[h] for h in ledger.hosts])
+                if sorted(order.tolist()) != sorted(global_rows.tolist()):
+                    return wrong(f"with {name} the hosts' rows do not make the global batch.")
+    return right(
+        f"for all {walked} saved states of two epochs and {len(_ledgers())} host layouts, "
+        "every host reads exactly its rows of the next global batch."
+    )
+
+
+CASES = ([40, 48], [48, 40], [43, 48, 50, 64], [16, 16], [8, 15, 23])
+PER_HOST_BATCH = 8
+
+
+@exercise(
+    "09.epoch_plan",
+    hint=(
+        "a host with n rows has n // per_host_batch full batches (drop_remainder=True); "
+        "with uneven_hosts='stop' every host runs the smallest count, so a host leaves "
+        "n - count * per_host_batch rows unread."
+    ),
+)
+def _epoch_plan(answer: Any) -> Feedback:
+    for rows_per_host in CASES:
+        counts = [
+            len(Pipeline(source={"x": np.zeros(rows)}, batch_size=PER_HOST_BATCH))
+            for rows in rows_per_host
+        ]
+        steps = min(counts)
+        unread = [rows - steps * PER_HOST_BATCH for rows in rows_per_host]
+        got = call(answer, list(rows_per_host), PER_HOST_BATCH)
+        if not isinstance(got, tuple) or len(got) != 2:
+            return wrong(f"epoch_plan should return (batches, unread), got {got!r:.80}.")
+        got_steps, got_unread = got
+        if got_steps != steps:
+            return wrong(
+                f"hosts with {rows_per_host} rows and {PER_HOST_BATCH} rows per batch make "
+                f"{counts} batches on their own; with uneven_hosts='stop' every host runs "
+                f"{steps}, and your function says {got_steps!r}."
+            )
+        if [int(n) for n in got_unread] != unread:
+            return wrong(
+                f"hosts with {rows_per_host} rows, stopping after {steps} batches of "
+                f"{PER_HOST_BATCH}, leave {unread} rows unread; your function says "
+                f"{list(got_unread)}."
+            )
+    return right(
+        f"the batch counts and unread rows match the pipelines' own for {len(CASES)} sets of hosts."
+    )
