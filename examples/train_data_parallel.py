@@ -106,8 +106,10 @@ def train(
                 log.write(json.dumps(line) + "\n")
         if checkpoints is not None and done % save_every == 0:
             checkpoints.save(done, model=params, pipeline=pipeline)
-        if done == preempt_after and jax.process_index() == jax.process_count() - 1:
-            os.kill(os.getpid(), signal.SIGKILL)  # a preemption, for the tests and tutorial
+        if done == preempt_after:  # a preemption, for the tests and tutorial
+            multihost_utils.sync_global_devices("step logged")  # every host got this far
+            if jax.process_index() == jax.process_count() - 1:
+                os.kill(os.getpid(), signal.SIGKILL)
     if checkpoints is not None:
         checkpoints.close()
     return {"steps": done, "params": _host(params), "state": pipeline.get_state()}
