@@ -6,6 +6,10 @@ notebook. The checkers compute the right answer from JAX itself on the devices a
 hand, so they hold on 8 simulated CPU devices and on real chips alike.
 """
 
+from datarax.exercises import _nb04 as _nb04
+from datarax.exercises import _nb05 as _nb05
+from datarax.exercises import _nb06 as _nb06
+from datarax.exercises import _nb07 as _nb07
 from datarax.exercises import _nb08 as _nb08
 from datarax.exercises import _nb09 as _nb09
 from datarax.exercises._core import Feedback as Feedback

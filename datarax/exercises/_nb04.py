@@ -1,0 +1,272 @@
+"""Checkers for tutorial 04, many hosts.
+
+``04.batch_sizes``: the per-host and per-device batch, read off a sharding.
+``04.host_bounds``: Grain's even split of rows between hosts, with and without
+``drop_remainder``.
+``04.global_rows``: the global batch a host's row count implies (what the hosts
+compare before building global arrays).
+``04.cluster_ok``: the assertions of a multi-process test, on what each process of a
+local cluster returned.
+
+Meshes are built from the devices at hand and split into pretend hosts (a mapping
+device id -> host), device orders other than ``jax.devices()`` included; the right
+answers come from JAX's placement (``devices_indices_map``, through `RowLedger`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.sharding import RowLedger, pretend_hosts, shard_bounds
+
+Layout = tuple[str, NamedSharding, dict[int, int]]
+
+
+def layouts() -> list[Layout]:
+    """Shardings of a batch over the devices at hand, each with pretend hosts.
+
+    With 4 or more devices: data over every host; a (data, model) mesh with the
+    model axis inside each host, and one with it across hosts; a replicated batch;
+    the batch split over both axes; the device order of a TPU v3-8's ``make_mesh``
+    (hosts of 2); and hosts of unequal size.
+    """
+    devices = jax.devices()
+    count = len(devices) - len(devices) % 2
+    if count < 4:
+        mesh = Mesh(np.array(devices), ("data",))
+        return [("data over one host", NamedSharding(mesh, P("data")), pretend_hosts(1))]
+    devices = devices[:count]
+    halves = pretend_hosts(2, devices)
+    by_host = np.array(devices).reshape(2, count // 2)
+    pairs = np.array(devices).reshape(count // 2, 2)  # model axis inside a host of 2
+    order = np.arange(count)
+    if count >= 8:
+        order[4:8] = [6, 7, 4, 5]  # TPU v3-8: [0, 1, 2, 3, 6, 7, 4, 5]
+    else:
+        order = order[::-1].copy()
+    uneven = {d.id: int(position >= count - 2) for position, d in enumerate(devices)}
+    hosts_of_2 = pretend_hosts(count // 2, devices)
+
+    def named(devices_grid: np.ndarray, spec: P) -> NamedSharding:
+        names = ("data", "model")[: devices_grid.ndim]
+        return NamedSharding(Mesh(devices_grid, names), spec)
+
+    return [
+        ("data over every host", named(by_host.ravel(), P("data")), halves),
+        ("model axis inside each host", named(pairs, P("data")), hosts_of_2),
+        ("model axis across hosts", named(by_host.T, P("data")), halves),
+        ("replicated batch", named(pairs, P()), halves),
+        ("batch over both axes", named(pairs, P(("data", "model"))), halves),
+        ("mesh out of device order", named(np.array(devices)[order], P("data")), hosts_of_2),
+        ("hosts of unequal size", named(by_host.ravel(), P("data")), uneven),
+    ]
+
+
+def _describe(name: str, sharding: NamedSharding) -> str:
+    return f"'{name}' (mesh {dict(sharding.mesh.shape)}, spec {tuple(sharding.spec)})"
+
+
+@exercise(
+    "04.batch_sizes",
+    hint=(
+        "per device: divide the global batch by the sizes of the mesh axes named in the "
+        "spec's first entry (sharding.shard_shape((global_batch,)) says the same). Per "
+        "host: sharding.devices_indices_map((global_batch,)) gives each device's rows; a "
+        "host reads the union of its devices' rows (host_of[device.id] == host)."
+    ),
+)
+def _batch_sizes(answer: Any) -> Feedback:
+    cases = layouts()
+    for name, sharding, host_of in cases:
+        global_batch = 4 * len(sharding.device_set)
+        ledger = RowLedger(sharding, global_batch, host_of=host_of)
+        got = call(answer, sharding, global_batch, dict(host_of))
+        if not isinstance(got, tuple) or len(got) != 2 or not isinstance(got[0], dict):
+            return wrong(
+                "batch_sizes should return a pair (per_host, per_device): a dict "
+                f"{{host: rows}} and an int; got {got!r:.80}."
+            )
+        per_host, per_device = got
+        expected_device = sharding.shard_shape((global_batch,))[0]
+        if per_device != expected_device:
+            return wrong(
+                f"with {_describe(name, sharding)} and B = {global_batch}, every device holds "
+                f"{expected_device} rows; you said {per_device!r}. Only the mesh axes the "
+                "spec names for the batch dimension split it; the others make copies."
+            )
+        expected_host = {host: ledger.row_count(host) for host in ledger.hosts}
+        if {int(k): v for k, v in per_host.items()} != expected_host:
+            return wrong(
+                f"with {_describe(name, sharding)} and B = {global_batch}, the hosts read "
+                f"{expected_host} rows; you said {per_host!r:.80}. A host reads every row "
+                "its devices hold, each row once, even when two of its devices hold the "
+                "same rows."
+            )
+    return right(
+        f"per-host and per-device batches match JAX's placement on {len(cases)} meshes, "
+        "replicas, hosts of unequal size and a mesh out of device order included."
+    )
+
+
+@exercise(
+    "04.host_bounds",
+    hint=(
+        "with divmod(num_rows, process_count) = (per_host, remainder), host i starts at "
+        "i * per_host; without drop_remainder, the first `remainder` hosts each take one "
+        "row more, which shifts every later host's start by min(i, remainder)."
+    ),
+)
+def _host_bounds(answer: Any) -> Feedback:
+    checked = 0
+    for num_rows in range(41):
+        for count in range(1, 6):
+            for drop in (True, False):
+                for index in range(count):
+                    expected = shard_bounds(num_rows, index, count, drop_remainder=drop)
+                    got = call(answer, num_rows, index, count, drop)
+                    if tuple(np.asarray(got).tolist()) != expected:
+                        return wrong(
+                            f"for {num_rows} rows on {count} hosts with drop_remainder={drop}, "
+                            f"host {index} reads rows [{expected[0]}, {expected[1]}); your "
+                            f"function says {got!r}."
+                        )
+                    checked += 1
+    return right(f"all {checked} cases (0-40 rows, 1-5 hosts, both drop_remainder) agree.")
+
+
+def _blocks(sharding: NamedSharding, host_of: dict[int, int], host: int) -> tuple[int, int]:
+    """(row blocks in all, distinct row blocks `host`'s devices hold)."""
+    probe = len(sharding.device_set)
+    placed = sharding.devices_indices_map((probe,))
+    starts = {index[0].indices(probe)[0] for index in placed.values()}
+    mine = {index[0].indices(probe)[0] for d, index in placed.items() if host_of[d.id] == host}
+    return len(starts), len(mine)
+
+
+@exercise(
+    "04.global_rows",
+    hint=(
+        "count the row blocks: devices_indices_map gives every device's rows; the batch "
+        "has as many blocks as distinct slices, and the host's rows split evenly over the "
+        "distinct blocks its devices hold. When they do not split evenly, raise a "
+        "ValueError."
+    ),
+)
+def _global_rows(answer: Any) -> Feedback:
+    cases = layouts()
+    for name, sharding, host_of in cases:
+        for host in sorted(set(host_of.values())):
+            total, held = _blocks(sharding, host_of, host)
+            for local_rows in (held, 3 * held, 4 * held + 1, 7):
+                expected = "ValueError" if local_rows % held else local_rows // held * total
+                try:
+                    got = call(answer, sharding, dict(host_of), host, local_rows)
+                except ValueError:
+                    got = "ValueError"
+                if got != expected:
+                    what = (
+                        "do not split evenly (raise a ValueError) over the"
+                        if expected == "ValueError"
+                        else f"make a global batch of {expected} rows under the"
+                    )
+                    return wrong(
+                        f"with {_describe(name, sharding)}, {local_rows} rows on host {host} "
+                        f"{what} {held} of {total} row blocks its devices hold; your "
+                        f"function says {got!r}."
+                    )
+    return right(f"every host's row count gives the right global batch on {len(cases)} meshes.")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Result:
+    """Shaped like `datarax.distributed.ProcessResult`."""
+
+    process_index: int
+    value: Any
+    output: str = ""
+
+
+def _cluster(num_rows: int, count: int, permuted: bool) -> list[_Result]:
+    """What each process of a `count`-host cluster returns, from JAX's placement here."""
+    devices = jax.devices()[: len(jax.devices()) - len(jax.devices()) % count]
+    order = np.arange(len(devices))[::-1] if permuted else np.arange(len(devices))
+    sharding = NamedSharding(Mesh(np.array(devices)[order], ("data",)), P("data"))
+    ledger = RowLedger(sharding, num_rows, host_of=pretend_hosts(count, devices))
+    data = np.arange(2 * num_rows, dtype=np.float32).reshape(num_rows, 2)
+    total = float(jax.jit(jax.numpy.sum)(jax.device_put(data, sharding)))
+    return [
+        _Result(
+            host,
+            {
+                "process": (host, count),
+                "rows": ledger.rows_of_host(host).tolist(),
+                "global_shape": (num_rows, 2),
+                "sum": total,
+            },
+        )
+        for host in range(count)
+    ]
+
+
+def _broken(results: list[_Result]) -> list[tuple[str, list[_Result]]]:
+    """Ways a cluster's results can be wrong, each with what is wrong."""
+
+    def edit(position: int, **changes: Any) -> list[_Result]:
+        changed = list(results)
+        value = {**changed[position].value, **changes}
+        changed[position] = dataclasses.replace(changed[position], value=value)
+        return changed
+
+    last = results[-1].value
+    shared = [*last["rows"], results[0].value["rows"][0]]
+    return [
+        ("a process is missing from the results", results[:-1]),
+        ("two results come from the same process", [*results[:-1], results[0]]),
+        ("one process computed another sum", edit(-1, sum=last["sum"] + 1.0)),
+        ("one process built another global shape", edit(-1, global_shape=(1, 2))),
+        ("a row is held by no process", edit(-1, rows=last["rows"][:-1])),
+        ("a row is held by two processes", edit(-1, rows=shared)),
+    ]
+
+
+def _verdict(value: Any) -> Any:
+    """True or False for a bool (numpy's included); anything else unchanged."""
+    return bool(value) if isinstance(value, (bool, np.bool_)) else value
+
+
+@exercise(
+    "04.cluster_ok",
+    hint=(
+        "check that there is one result per process (indices 0 .. count - 1, each once), "
+        "that every process built the same global shape with num_rows rows and the same "
+        "sum, and that the processes' rows together are every row exactly once."
+    ),
+)
+def _cluster_ok(answer: Any) -> Feedback:
+    for count in (2, 4):
+        if len(jax.devices()) < count:
+            continue
+        for permuted in (False, True):
+            good = _cluster(16, count, permuted)
+            verdict = _verdict(call(answer, good, 16))
+            if verdict is not True:
+                order = "a mesh out of device order" if permuted else "a data mesh"
+                return wrong(
+                    f"the results of a healthy {count}-process cluster ({order}, 16 rows) "
+                    f"were judged {verdict!r}; they should give True."
+                )
+            for problem, results in _broken(good):
+                verdict = _verdict(call(answer, results, 16))
+                if verdict is not False:
+                    return wrong(
+                        f"{problem}, but your function returned {verdict!r} for a "
+                        f"{count}-process cluster; it should return False."
+                    )
+    return right("healthy clusters pass, and each of 6 kinds of broken result is caught.")

@@ -1,0 +1,359 @@
+"""Pictures for batches on their way to the devices: who holds or reads each row, and
+when input and steps ran.
+
+`plot_rows` draws strips along the rows of a batch, each row filled in the colour of
+its owner (a device or a host); `plot_row_grid` lays the rows of a small source out
+as a grid, one panel per case (an epoch, a way of shuffling); `plot_timeline` draws
+input and step intervals as bars on a shared time axis. `device_of_rows` reads, from
+a sharded array, which device holds each row. Colours follow the rules of
+`datarax.viz`: devices in id order from `device_colors`, hosts from `host_colors`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ._palette import device_colors, host_colors, text_color
+
+Run = tuple[int, int, int]  # (start, stop, owner): rows [start, stop) held by owner
+Event = tuple[str, str, float, float]  # (lane, label, start, end)
+NOBODY = -1
+_NOBODY_FILL = "#FFFFFF"
+_NOBODY_EDGE = "#888888"
+
+
+@dataclasses.dataclass(frozen=True)
+class RowsPlot:
+    """A figure of row strips and what it shows.
+
+    `runs[strip]` lists the ``(start, stop, owner)`` runs drawn for each strip, left
+    to right (owner ``-1``: nobody); `patches[strip]` the rectangles in that order.
+    """
+
+    figure: Figure
+    runs: Mapping[str, tuple[Run, ...]]
+    patches: Mapping[str, tuple[Rectangle, ...]]
+
+    def _repr_png_(self) -> bytes:
+        return _png(self.figure)
+
+
+@dataclasses.dataclass(frozen=True)
+class TimelinePlot:
+    """A timeline figure: `bars[panel][lane]` are the rectangles drawn, in event order."""
+
+    figure: Figure
+    bars: Mapping[str, Mapping[str, tuple[Rectangle, ...]]]
+
+    def _repr_png_(self) -> bytes:
+        return _png(self.figure)
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def device_of_rows(array: Any) -> np.ndarray:
+    """For each row (index along dimension 0) of `array`, the id of a device that holds it.
+
+    Reads the shards this process can address; where several devices hold a row
+    (replicas), the lowest id is given. Rows no addressable device holds get -1.
+
+    Example:
+        >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+        >>> x = jax.device_put(np.arange(16), NamedSharding(mesh, P("data")))
+        >>> device_of_rows(x).tolist()[:4]
+        [0, 0, 1, 1]
+    """
+    rows = int(array.shape[0])
+    owner = np.full(rows, np.iinfo(np.int64).max, dtype=np.int64)
+    for shard in array.addressable_shards:
+        start, stop, _ = shard.index[0].indices(rows) if shard.index else (0, rows, 1)
+        owner[start:stop] = np.minimum(owner[start:stop], shard.device.id)
+    owner[owner == np.iinfo(np.int64).max] = NOBODY
+    return owner
+
+
+def _runs(owners: np.ndarray) -> tuple[Run, ...]:
+    edges = np.flatnonzero(np.diff(owners)) + 1
+    starts = [0, *edges.tolist()]
+    stops = [*edges.tolist(), len(owners)]
+    return tuple((a, b, int(owners[a])) for a, b in zip(starts, stops, strict=True))
+
+
+def _fill(owner: int, color_by: str, ranks: Mapping[int, int]) -> str:
+    if owner == NOBODY:
+        return _NOBODY_FILL
+    if color_by == "device":
+        return device_colors(len(ranks))[ranks[owner]]
+    return host_colors(owner + 1)[owner]
+
+
+def _check_color_by(color_by: Any) -> None:
+    if color_by not in ("device", "host"):
+        raise ValueError(f"color_by must be 'device' or 'host', got {color_by!r}.")
+
+
+def _checked_owners(strips: Any, color_by: str | None) -> dict[str, np.ndarray]:
+    if color_by is not None:
+        _check_color_by(color_by)
+    if not isinstance(strips, Mapping) or not strips:
+        raise TypeError("strips must be a non-empty mapping {label: owner of each row}.")
+    checked = {}
+    for label, owners in strips.items():
+        values = np.asarray(owners)
+        if values.ndim != 1 or not values.size or not np.issubdtype(values.dtype, np.integer):
+            raise ValueError(
+                f"strip {label!r} must be a non-empty 1-D sequence of ints (the owner of "
+                f"each row, -1 for nobody), got shape {values.shape} of {values.dtype}."
+            )
+        if (values < NOBODY).any():
+            raise ValueError(f"strip {label!r} has owners below -1: {sorted(set(values))[:4]}.")
+        checked[str(label)] = values.astype(np.int64)
+    return checked
+
+
+def _names_of(names: Any, label: str) -> Mapping[int, str]:
+    """The texts for strip `label`'s owners: its own mapping, or the one for every strip."""
+    if not names:
+        return {}
+    if all(isinstance(key, str) for key in names):
+        return names.get(label, {})
+    return names
+
+
+def _legend(figure: Figure, owners: list[int], color_by: str, ranks: Mapping[int, int]) -> None:
+    kind = "dev" if color_by == "device" else "host"
+    handles = [
+        Rectangle((0, 0), 1, 1, facecolor=_fill(o, color_by, ranks), edgecolor=_NOBODY_EDGE)
+        for o in owners
+    ]
+    labels = ["none" if o == NOBODY else f"{kind} {o}" for o in owners]
+    figure.legend(handles, labels, loc="lower center", ncol=len(owners), frameon=False)
+
+
+def plot_rows(
+    strips: Mapping[str, Sequence[int]],
+    *,
+    color_by: str | Mapping[str, str] = "device",
+    names: Mapping[int, str] | Mapping[str, Mapping[int, str]] | None = None,
+    title: str | None = None,
+    xlabel: str = "row of the batch",
+    width: float = 9.0,
+) -> RowsPlot:
+    """Draws one strip per entry of `strips`, each row filled in its owner's colour.
+
+    Args:
+        strips: label -> owner of each row: a device id (``color_by="device"``) or a
+            host index (``"host"``); -1 marks a row nobody holds (drawn white, framed).
+        color_by: ``"device"``: devices take `device_colors` in id order (as in
+            `plot_sharding`); ``"host"``: host h takes ``host_colors(h + 1)[h]``; or a
+            mapping strip label -> one of those, to colour each strip its own way.
+        names: owner -> the text written in its runs, for every strip, or strip label
+            -> such a mapping, for each strip its own; by default ``dev 3`` or
+            ``host 1``, and ``none`` for -1. A run too narrow for its text is left blank.
+        title: a title over the strips.
+        xlabel: what the rows are.
+        width: the figure's width in inches.
+
+    Returns:
+        A `RowsPlot`: the figure and, per strip, the runs and rectangles drawn.
+
+    Raises:
+        TypeError: `strips` is not a non-empty mapping.
+        ValueError: a strip is not a 1-D sequence of ints >= -1, or `color_by` is
+            not allowed (or misses a strip).
+
+    Example:
+        >>> plot = plot_rows({"host": [0, 0, 1, 1, -1], "device": [0, 1, 2, 3, 3]},
+        ...                  color_by={"host": "host", "device": "device"})
+        >>> plot.runs["host"]
+        ((0, 2, 0), (2, 4, 1), (4, 5, -1))
+    """
+    owners = _checked_owners(strips, None)
+    kinds = {label: color_by for label in owners} if isinstance(color_by, str) else color_by
+    for label in owners:
+        if not isinstance(kinds, Mapping) or label not in kinds:
+            raise ValueError(f"color_by has no entry for strip {label!r}.")
+        _check_color_by(kinds[label])
+    on_devices = [values for label, values in owners.items() if kinds[label] == "device"]
+    ids = sorted({int(o) for values in on_devices for o in values if o != NOBODY})
+    ranks = {owner: rank for rank, owner in enumerate(ids)}
+    figure = Figure(figsize=(width, 0.5 + 0.45 * len(owners) + 0.35 * bool(title)))
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    longest = max(len(values) for values in owners.values())
+    runs, patches = {}, {}
+    for lane, (label, values) in enumerate(reversed(owners.items())):
+        runs[label] = _runs(values)
+        drawn = []
+        default = "dev {}" if kinds[label] == "device" else "host {}"
+        texts = _names_of(names, label)
+        for start, stop, owner in runs[label]:
+            fill = _fill(owner, kinds[label], ranks)
+            edge = _NOBODY_EDGE if owner == NOBODY else "white"
+            rect = Rectangle(
+                (start, lane + 0.06), stop - start, 0.88, facecolor=fill, edgecolor=edge
+            )
+            ax.add_patch(rect)
+            drawn.append(rect)
+            text = texts.get(owner, "none" if owner == NOBODY else default.format(owner))
+            if (stop - start) / longest * width * 72 > 5.2 * len(text) + 4:
+                ink = "black" if owner == NOBODY else text_color(fill)
+                ax.text((start + stop) / 2, lane + 0.5, text, ha="center", va="center",
+                        fontsize=7.5, color=ink)  # fmt: skip
+        patches[label] = tuple(drawn)
+    labels = list(reversed(owners))
+    ax.set(xlim=(0, longest), ylim=(0, len(owners)), xlabel=xlabel)
+    ax.set_yticks([lane + 0.5 for lane in range(len(labels))], labels)
+    ax.spines[["top", "right", "left"]].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    if title:
+        ax.set_title(title, fontsize=10)
+    figure.tight_layout()
+    return RowsPlot(figure, {k: runs[k] for k in owners}, {k: patches[k] for k in owners})
+
+
+def plot_row_grid(
+    panels: Mapping[str, Sequence[int]],
+    *,
+    columns: int,
+    color_by: str = "host",
+    title: str | None = None,
+    width: float = 9.0,
+) -> RowsPlot:
+    """Draws the rows of a small source as a grid, one panel per entry of `panels`.
+
+    Row r sits at line ``r // columns``, column ``r % columns``, numbered and filled
+    in its owner's colour (see `plot_rows` for `color_by` and -1); a legend under the
+    panels names the owners. Side by side, the panels show how ownership changes
+    between cases, e.g. epochs.
+
+    Returns:
+        A `RowsPlot` whose runs are one per row: ``(r, r + 1, owner)``.
+
+    Raises:
+        TypeError, ValueError: as `plot_rows`; also when `columns` is not a positive
+            int or the panels differ in length.
+
+    Example:
+        >>> plot = plot_row_grid({"epoch 0": [0, 1, 1, 0], "epoch 1": [1, 0, 0, 1]}, columns=2)
+        >>> [owner for _, _, owner in plot.runs["epoch 1"]]
+        [1, 0, 0, 1]
+    """
+    owners = _checked_owners(panels, color_by)
+    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
+        raise ValueError(f"columns must be an int >= 1, got {columns!r}.")
+    sizes = {len(values) for values in owners.values()}
+    if len(sizes) > 1:
+        raise ValueError(f"every panel must have the same number of rows, got {sorted(sizes)}.")
+    rows = sizes.pop()
+    lines = -(-rows // columns)
+    ids = sorted({int(o) for values in owners.values() for o in values if o != NOBODY})
+    ranks = {owner: rank for rank, owner in enumerate(ids)}
+    count = len(owners)
+    panel_w = width / count
+    figure = Figure(figsize=(width, panel_w * lines / columns + 0.6 + 0.3 * bool(title)))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, count, squeeze=False)[0]
+    runs, patches = {}, {}
+    for ax, (label, values) in zip(axes, owners.items(), strict=True):
+        drawn = []
+        for row, owner in enumerate(values.tolist()):
+            fill = _fill(owner, color_by, ranks)
+            x, y = row % columns, lines - 1 - row // columns
+            rect = Rectangle((x, y), 1, 1, facecolor=fill, edgecolor="white", linewidth=1)
+            ax.add_patch(rect)
+            drawn.append(rect)
+            size = max(4.0, min(8.0, panel_w * 72 / columns / 3))
+            ink = "black" if owner == NOBODY else text_color(fill)
+            ax.text(x + 0.5, y + 0.5, str(row), ha="center", va="center", fontsize=size, color=ink)
+        ax.set(xlim=(0, columns), ylim=(0, lines), xticks=[], yticks=[], aspect="equal")
+        ax.set_title(label, fontsize=9)
+        runs[label] = tuple((r, r + 1, int(o)) for r, o in enumerate(values.tolist()))
+        patches[label] = tuple(drawn)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    present = sorted({int(o) for values in owners.values() for o in values})
+    figure.tight_layout(rect=(0, 0.3 / figure.get_figheight(), 1, 1), h_pad=0.2)
+    _legend(figure, present, color_by, ranks)
+    return RowsPlot(figure, runs, patches)
+
+
+def plot_timeline(
+    panels: Mapping[str, Sequence[Event]],
+    *,
+    lanes: Sequence[str],
+    unit: str = "ms",
+    width: float = 9.0,
+) -> TimelinePlot:
+    """Draws intervals as bars on a shared time axis, one lane per kind, one panel per case.
+
+    Args:
+        panels: panel title -> events ``(lane, label, start, end)``, times in seconds
+            on any clock; each panel starts at its earliest event.
+        lanes: the lanes, top to bottom (e.g. ``("input", "step")``); lane i takes
+            ``host_colors`` entry i.
+        unit: ``"ms"`` or ``"s"``, the unit of the time axis.
+        width: the figure's width in inches.
+
+    Returns:
+        A `TimelinePlot`: the figure and, per panel and lane, the bars drawn.
+
+    Raises:
+        ValueError: an event names a lane not in `lanes`, ends before it starts, or
+            `unit` is not allowed; or `panels` is empty.
+
+    Example:
+        >>> events = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
+        >>> plot = plot_timeline({"serial": events}, lanes=("input", "step"))
+        >>> round(plot.bars["serial"]["step"][0].get_width(), 6)
+        20.0
+    """
+    scale = {"ms": 1e3, "s": 1.0}.get(unit)
+    if scale is None:
+        raise ValueError(f"unit must be 'ms' or 's', got {unit!r}.")
+    if not panels:
+        raise ValueError("panels must hold at least one panel of events.")
+    lanes = list(lanes)
+    colors = host_colors(len(lanes))
+    figure = Figure(figsize=(width, 0.4 + (0.35 + 0.4 * len(lanes)) * len(panels)))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    bars: dict[str, dict[str, tuple[Rectangle, ...]]] = {}
+    for ax, (title, events) in zip(axes, panels.items(), strict=True):
+        origin = min((event[2] for event in events), default=0.0)
+        drawn: dict[str, list[Rectangle]] = {lane: [] for lane in lanes}
+        for lane, label, start, end in events:
+            if lane not in drawn:
+                raise ValueError(f"event lane {lane!r} is not one of the lanes {lanes}.")
+            if end < start:
+                raise ValueError(f"event {label!r} in lane {lane!r} ends before it starts.")
+            y = len(lanes) - 1 - lanes.index(lane)
+            fill = colors[lanes.index(lane)]
+            left, span = (start - origin) * scale, (end - start) * scale
+            rect = Rectangle((left, y + 0.12), span, 0.76, facecolor=fill, edgecolor="white")
+            ax.add_patch(rect)
+            drawn[lane].append(rect)
+            ax.text(left + span / 2, y + 0.5, label, ha="center", va="center", fontsize=7,
+                    color=text_color(fill))  # fmt: skip
+        ax.set_yticks([len(lanes) - 0.5 - i for i in range(len(lanes))], lanes)
+        ax.set_ylim(0, len(lanes))
+        ax.set_title(title, fontsize=10)
+        ax.spines[["top", "right"]].set_visible(False)
+        bars[title] = {lane: tuple(rects) for lane, rects in drawn.items()}
+    ends = [(e[3] - min(x[2] for x in ev)) * scale for ev in panels.values() for e in ev]
+    axes[-1].set_xlim(0, max(ends, default=1.0) * 1.02)
+    axes[-1].set_xlabel(f"time ({unit})")
+    figure.tight_layout()
+    return TimelinePlot(figure, bars)
