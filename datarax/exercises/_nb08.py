@@ -88,9 +88,8 @@ def _as_rows(value: Any, what: str) -> np.ndarray | Feedback:
 @exercise(
     "08.host_rows",
     hint=(
-        "sharding.devices_indices_map((num_rows,)) maps every device to the slice of rows "
-        "it holds; keep the devices with host_of[device.id] == host and return the "
-        "union of their rows, sorted, each row once."
+        "sharding.devices_indices_map((num_rows,)) says which rows every device holds; "
+        "which of those devices belong to `host`?"
     ),
 )
 def _host_rows(answer: Any) -> Feedback:
@@ -130,9 +129,8 @@ def _host_rows(answer: Any) -> Feedback:
 @exercise(
     "08.device_blocks",
     hint=(
-        "for each device, devices_indices_map((num_rows, ...)) gives the global rows it "
-        "holds; host_rows says where each global row sits in host_data, so take those "
-        "positions of host_data (e.g. with np.searchsorted(host_rows, rows))."
+        "a device's global rows are not positions in host_data once the host's rows "
+        "start past 0; host_rows tells where each global row sits."
     ),
 )
 def _device_blocks(answer: Any) -> Feedback:

@@ -62,9 +62,8 @@ def _pipeline() -> Pipeline:
 @exercise(
     "09.rows_to_read",
     hint=(
-        "the next global batch is epoch_order(state['epoch']) from position "
-        "state['batch_index'] * state['batch_size'], batch_size rows long; the host "
-        "reads the positions ledger.rows_of_host(host) of it."
+        "the state says which epoch and which batch come next; the ledger says which "
+        "positions of that global batch are this host's."
     ),
 )
 def _rows_to_read(answer: Any) -> Feedback:
@@ -110,9 +109,8 @@ PER_HOST_BATCH = 8
 @exercise(
     "09.epoch_plan",
     hint=(
-        "a host with n rows has n // per_host_batch full batches (drop_remainder=True); "
-        "with uneven_hosts='stop' every host runs the smallest count, so a host leaves "
-        "n - count * per_host_batch rows unread."
+        "how many full batches does each host have on its own, and where does "
+        "uneven_hosts='stop' make every host stop?"
     ),
 )
 def _epoch_plan(answer: Any) -> Feedback:
