@@ -23,12 +23,18 @@ Timings = dict[str, list[float]]
 
 
 def interleaved(
-    candidates: dict[str, Callable[[], Any]], rounds: int, calls_per_sample: int = 1
+    candidates: dict[str, Callable[[], Any]],
+    rounds: int,
+    calls_per_sample: int = 1,
+    before_sample: Callable[[], Any] | None = None,
 ) -> Timings:
     """Seconds per call of each candidate, one sample per round, in shuffled order.
 
     Each sample runs the candidate `calls_per_sample` times, waiting for every
     result with ``jax.block_until_ready``, and records the mean time per call.
+    `before_sample`, when given, runs before each sample's clock starts: on a cluster,
+    a barrier, so that a candidate that waits for the other hosts does not also pay
+    for the lead one host took during the previous sample.
     """
     names = list(candidates)
     orders = random.Random(0)
@@ -40,6 +46,8 @@ def interleaved(
     for _ in range(rounds):
         for name in orders.sample(names, len(names)):
             run, result = candidates[name], None
+            if before_sample is not None:
+                before_sample()
             start = time.perf_counter()
             for _ in range(calls_per_sample):
                 result = jax.block_until_ready(run())

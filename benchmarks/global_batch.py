@@ -18,10 +18,6 @@ Target: shard / device_put <= 1.2 on every host, for a large and a tiny batch.
 
 from __future__ import annotations
 
-import random
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -29,27 +25,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.distributed import launch_local
+from benchmarks import _cluster
+from benchmarks._timing import interleaved, medians, paired_ratio
 from datarax.sharding import JaxProcessSharder
 
 TARGET = 1.2
-
-
-def _interleaved(
-    candidates: dict[str, Callable[[], Any]], rounds: int, calls: int
-) -> dict[str, list[float]]:
-    """Seconds per call of each candidate: one sample per round, in a shuffled order."""
-    order = random.Random(0)
-    for run in candidates.values():  # warm-up: compile, fill the caches
-        jax.block_until_ready(run())
-    samples: dict[str, list[float]] = {name: [] for name in candidates}
-    for _ in range(rounds):
-        for name in order.sample(list(candidates), len(candidates)):
-            start = time.perf_counter()
-            for _ in range(calls):
-                jax.block_until_ready(candidates[name]())
-            samples[name].append((time.perf_counter() - start) / calls)
-    return samples
 
 
 def _per_host_batches() -> dict[str, dict[str, np.ndarray]]:
@@ -66,14 +46,14 @@ def _per_host_batches() -> dict[str, dict[str, np.ndarray]]:
     }
 
 
-def measure_on_each_host(rounds: int) -> dict[str, Any]:
+def measure_on_each_host(rounds: int = 60) -> dict[str, Any]:
     """Runs on every process of the cluster: median times and the paired ratio."""
     sharder, strict = JaxProcessSharder(), JaxProcessSharder(check_every_batch=True)
     global_sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), P("data"))
     local_sharding = NamedSharding(Mesh(np.array(jax.local_devices()), ("data",)), P("data"))
     results = {}
     for name, batch in _per_host_batches().items():
-        times = _interleaved(
+        times = interleaved(
             {
                 "shard": lambda batch=batch: sharder.shard(batch, global_sharding),
                 "device_put": lambda batch=batch: jax.device_put(batch, local_sharding),
@@ -82,28 +62,20 @@ def measure_on_each_host(rounds: int) -> dict[str, Any]:
                 ),
             },
             rounds,
-            calls=1 if batch["image"].nbytes > 1e6 else 20,
+            calls_per_sample=1 if batch["image"].nbytes > 1e6 else 20,
+            before_sample=_cluster.barrier,
         )
-
-        def paired(numerator: str, times: dict[str, list[float]] = times) -> float:
-            pairs = zip(times[numerator], times["device_put"], strict=True)
-            return statistics.median(a / b for a, b in pairs)  # ratios within a round
-
         results[name] = {
             "megabytes": sum(leaf.nbytes for leaf in batch.values()) / 1e6,
-            "ms": {key: statistics.median(value) * 1e3 for key, value in times.items()},
-            "ratio": paired("shard"),
-            "strict_ratio": paired("shard, check_every_batch"),
+            "ms": {key: seconds * 1e3 for key, seconds in medians(times).items()},
+            "ratio": paired_ratio(times, "shard", "device_put"),
+            "strict_ratio": paired_ratio(times, "shard, check_every_batch", "device_put"),
         }
     return results
 
 
-def global_batch(rounds: int = 60) -> dict[str, Any]:
+def summarize(per_host: list[dict[str, Any]]) -> dict[str, Any]:
     """Each host's times and ratios, and the worst host's ratios per batch."""
-    hosts = launch_local(
-        measure_on_each_host, num_processes=2, devices_per_process=4, args=(rounds,), timeout_s=600
-    )
-    per_host = [host.value for host in hosts]
 
     def worst(key: str) -> dict[str, float]:
         return {name: max(host[name][key] for host in per_host) for name in per_host[0]}
@@ -116,7 +88,7 @@ def global_batch(rounds: int = 60) -> dict[str, Any]:
 
 
 def main() -> None:
-    results = global_batch()
+    results = summarize(_cluster.run(["global_batch"])["global_batch"])
     for index, host in enumerate(results["hosts"]):
         for name, row in host.items():
             ms = ", ".join(f"{key} {value:.3f} ms" for key, value in row["ms"].items())
