@@ -29,7 +29,7 @@ DEVICE_SWEEP_MEGABYTES = 32
 _ROWS = 256  # divisible by every device count of the sweep
 
 
-def _off_alignment(array: Any) -> Any:
+def off_alignment(array: Any) -> Any:
     """A copy of `array` that starts 16 bytes past a 64-byte boundary.
 
     CPU devices alias a host buffer aligned to 64 bytes instead of copying it (16 MiB:
@@ -53,8 +53,8 @@ def _batch(megabytes: int) -> dict[str, Any]:
     row_bytes = megabytes * 2**20 // _ROWS
     rng = np.random.default_rng(0)
     return {
-        "image": _off_alignment(rng.integers(0, 256, (_ROWS, row_bytes), dtype=np.uint8)),
-        "label": _off_alignment(np.arange(_ROWS, dtype=np.int32)),
+        "image": off_alignment(rng.integers(0, 256, (_ROWS, row_bytes), dtype=np.uint8)),
+        "label": off_alignment(np.arange(_ROWS, dtype=np.int32)),
     }
 
 
