@@ -10,6 +10,9 @@ Candidates on the large batch ``{"image": uint8 (256, 224, 224, 3), "label": int
   whole batch to device 0 and then out again;
 - ``np.copyto`` into a preallocated host buffer: one memory copy of the batch, the
   bandwidth limit of this machine.
+
+Also ``shard`` against ``device_put`` on a tiny batch (per-call latency) and on a
+pytree of 1,000 small leaves (per-leaf cost).
 """
 
 from __future__ import annotations
@@ -108,6 +111,26 @@ def tiny_batch(rounds: int = 400, calls_per_sample: int = 10) -> dict[str, Any]:
         calls_per_sample,
     )
     return {
+        "rounds": rounds,
+        "seconds": medians(times),
+        "shard_over_device_put": paired_ratio(times, "ArraySharder.shard", "jax.device_put"),
+    }
+
+
+def many_leaves(leaves: int = 1000, rounds: int = 12) -> dict[str, Any]:
+    """Shard and device_put of a pytree of `leaves` small arrays (8 rows x 16 float32)."""
+    sharding, sharder = data_sharding(), ArraySharder()
+    rows = len(jax.devices())
+    batch = {f"leaf_{i:04d}": np.full((rows, 16), i, np.float32) for i in range(leaves)}
+    times = interleaved(
+        {
+            "ArraySharder.shard": lambda: sharder.shard(batch, sharding),
+            "jax.device_put": lambda: jax.device_put(batch, sharding),
+        },
+        rounds,
+    )
+    return {
+        "leaves": leaves,
         "rounds": rounds,
         "seconds": medians(times),
         "shard_over_device_put": paired_ratio(times, "ArraySharder.shard", "jax.device_put"),
