@@ -21,7 +21,31 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-from benchmarks import global_batch, growth, placement, plots, throughput  # noqa: E402
+from benchmarks import (  # noqa: E402
+    _cluster,
+    global_batch,
+    global_pipeline,
+    growth,
+    ledger_scale,
+    placement,
+    plots,
+    replica_check,
+    resume,
+    throughput,
+)
+
+CLUSTER_BENCHMARKS = {
+    "global_batch": global_batch.summarize,
+    "replica_check": replica_check.summarize,
+    "global_pipeline": global_pipeline.summarize,
+    "resume": resume.summarize,
+}
+
+
+def _on_two_hosts() -> dict[str, Any]:
+    """Every 2-host benchmark in one local cluster (starting one costs seconds)."""
+    per_host = _cluster.run(list(CLUSTER_BENCHMARKS))
+    return {name: summarize(per_host[name]) for name, summarize in CLUSTER_BENCHMARKS.items()}
 
 
 def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -29,6 +53,11 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[tuple[str, float, str]] = [
         ("large batch: shard / device_put", large["shard_over_device_put"], "<= 1.05"),
         ("tiny batch: shard / device_put", tiny["shard_over_device_put"], "<= 1.2"),
+        (
+            "1,000 small leaves: shard / device_put",
+            results["many_leaves"]["shard_over_device_put"],
+            "<= 1.05",
+        ),
         ("large batch: staged / shard", large["staged_over_shard"], ">= 6"),
         (
             "pipeline: shard stage / plain loop (throughput)",
@@ -54,12 +83,46 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows.append(
         ("devices: exponent of shard time (1-64)", results["device_sweep"]["exponent"], "<= 1.0")
     )
+    ledger = results["ledger"]
+    rows += [
+        (
+            f"ledger: {ledger['devices'][-1]} devices, build + every host's rows (s)",
+            ledger["total_s"][-1],
+            "<= 1.0",
+        ),
+        (
+            f"ledger: exponent of time ({ledger['devices'][0]}-{ledger['devices'][-1]} devices)",
+            ledger["exponent"],
+            "<= 1.1",
+        ),
+    ]
     for name, ratio in results["global_batch"]["worst_ratio"].items():
         rows.append((f"2 hosts, worst host: shard / device_put, {name}", ratio, "<= 1.2"))
+    pipeline, read = (
+        results["global_pipeline"],
+        results["global_pipeline"]["rows_per_host_per_batch"],
+    )
+    rows += [
+        (
+            "2 hosts, worst host: global Pipeline / plain loop (throughput)",
+            pipeline["worst_throughput_ratio"],
+            ">= 0.9",
+        ),
+        (
+            "2 hosts: rows read per host per batch (= B/P)",
+            read["farthest"],
+            f"= {read['expected']}",
+        ),
+        (
+            "2 hosts, worst host: resume near epoch end / near start",
+            results["resume"]["worst_end_over_start"],
+            "<= 1.2",
+        ),
+    ]
     table = []
     for name, value, target in rows:
-        bound = float(target.split()[1])
-        passed = value <= bound if target.startswith("<=") else value >= bound
+        relation, bound = target.split()[0], float(target.split()[1])
+        passed = {"<=": value <= bound, ">=": value >= bound, "=": value == bound}[relation]
         table.append({"name": name, "value": value, "target": target, "pass": passed})
     return table
 
@@ -96,6 +159,42 @@ def _print_info(results: dict[str, Any]) -> None:
         )
     for name, ratio in results["global_batch"]["worst_strict_ratio"].items():
         print(f"2 hosts, {name}: with check_every_batch, shard / device_put {ratio:.2f}")
+    _print_two_hosts(results)
+
+
+def _print_two_hosts(results: dict[str, Any]) -> None:
+    ledger = results["ledger"]
+    for devices, total, median, per_device in zip(
+        ledger["devices"],
+        ledger["total_s"],
+        ledger["median_total_s"],
+        ledger["us_per_device"],
+        strict=True,
+    ):
+        print(
+            f"ledger, {devices} devices: fastest {total * 1e3:.1f} ms ({per_device:.1f} us per "
+            f"device), median {median * 1e3:.1f} ms"
+        )
+    print(f"ledger: exponent of the median times {ledger['median_exponent']:.2f}")
+    checks = results["replica_check"]
+    for case, first in checks["worst_first_ratio"].items():
+        strict = checks["worst_strict_ratio"][case]
+        print(
+            f"2 hosts, {case}: first call of a signature / steady shard {first:.2f}, "
+            f"check_every_batch / steady shard {strict:.2f}"
+        )
+    for index, host in enumerate(results["global_pipeline"]["hosts"]):
+        ms = ", ".join(f"{name} {value:.2f} ms" for name, value in host["ms_per_batch"].items())
+        print(f"2 hosts, host {index}, per batch: {ms}")
+    read = results["global_pipeline"]["rows_per_host_per_batch"]
+    mark = "\N{CHECK MARK}" if read["exact"] else "\N{BALLOT X}"
+    print(
+        f"2 hosts: rows read per host per batch {read['read']}, B/P = {read['expected']} {mark}; "
+        f"'model' axis across hosts: {read['model axis across hosts']} (all B rows on each)"
+    )
+    for index, host in enumerate(results["resume"]["hosts"]):
+        ms = ", ".join(f"{name} {value:.2f} ms" for name, value in host["ms"].items())
+        print(f"2 hosts, host {index}: {ms}")
 
 
 def main() -> None:
@@ -114,15 +213,21 @@ def main() -> None:
     steps = (
         ("large_batch", placement.large_batch),
         ("tiny_batch", placement.tiny_batch),
+        ("many_leaves", placement.many_leaves),
         ("pipeline", throughput.pipeline_throughput),
         ("overlap", throughput.prefetch_overlap),
         ("bytes_sweep", growth.bytes_sweeps),
         ("device_sweep", growth.device_sweep),
-        ("global_batch", global_batch.global_batch),
+        ("ledger", ledger_scale.ledger_scale),
+        ("2 hosts", _on_two_hosts),
     )
     for key, run in steps:
         step_start = time.perf_counter()
-        results[key] = run()
+        result = run()
+        if key == "2 hosts":
+            results.update(result)
+        else:
+            results[key] = result
         print(f"[{key}: {time.perf_counter() - step_start:.0f} s]", flush=True)
     results["targets"] = _targets(results)
     _print_info(results)

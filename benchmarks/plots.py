@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt
 
 
 def _placement(results: dict[str, Any], path: Path) -> None:
-    large, tiny = results["large_batch"], results["tiny_batch"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), width_ratios=(3, 1.3))
+    large, tiny, many = results["large_batch"], results["tiny_batch"], results["many_leaves"]
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(13, 4), width_ratios=(3, 1.2, 1.2))
     names = list(large["seconds"])
     values = [large["seconds"][name] * 1e3 for name in names]
     bars = left.barh(names, values, color=["C0", "C1", "C2", "C7", "C3"][: len(names)])
@@ -26,14 +26,18 @@ def _placement(results: dict[str, Any], path: Path) -> None:
         fontsize=10,
     )
     left.set_xlim(0, max(values) * 1.25)
-    tiny_names = list(tiny["seconds"])
-    tiny_values = [tiny["seconds"][name] * 1e6 for name in tiny_names]
-    bars = right.bar(tiny_names, tiny_values, color=["C0", "C1"])
-    right.bar_label(bars, fmt="%.0f us", padding=3)
-    right.set_ylabel("median latency per call (us)")
-    right.set_title(f"tiny batch: ratio {tiny['shard_over_device_put']:.2f}")
-    right.set_ylim(0, max(tiny_values) * 1.25)
-    right.tick_params(axis="x", labelsize=8)
+    for axis, result, scale, unit, title in (
+        (middle, tiny, 1e6, "us", "tiny batch"),
+        (right, many, 1e3, "ms", f"{many['leaves']:,} small leaves"),
+    ):
+        small_names = list(result["seconds"])
+        small_values = [result["seconds"][name] * scale for name in small_names]
+        bars = axis.bar(small_names, small_values, color=["C0", "C1"])
+        axis.bar_label(bars, fmt=f"%.0f {unit}" if unit == "us" else f"%.1f {unit}", padding=3)
+        axis.set_ylabel(f"median time per call ({unit})")
+        axis.set_title(f"{title}: ratio {result['shard_over_device_put']:.2f}", fontsize=10)
+        axis.set_ylim(0, max(small_values) * 1.25)
+        axis.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -121,10 +125,130 @@ def _pipeline(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _ledger(results: dict[str, Any], path: Path) -> None:
+    ledger = results["ledger"]
+    counts = ledger["devices"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    left.loglog(counts, [s * 1e3 for s in ledger["total_s"]], "o-", label="build + every host")
+    left.loglog(
+        counts,
+        [s * 1e3 for s in ledger["median_total_s"]],
+        "o-",
+        color="C0",
+        alpha=0.3,
+        label="the same, median",
+    )
+    left.loglog(counts, [s * 1e3 for s in ledger["build_s"]], "s--", label="build RowLedger")
+    left.loglog(
+        counts,
+        [s * 1e3 for s in ledger["rows_of_every_host_s"]],
+        "x:",
+        label="rows_of_host for every host",
+    )
+    first = ledger["total_s"][0] * 1e3
+    left.loglog(
+        counts,
+        [first * n / counts[0] for n in counts],
+        color="gray",
+        alpha=0.5,
+        label="linear (slope 1)",
+    )
+    left.set_xscale("log", base=2)
+    left.set_xlabel("simulated devices (hosts of 4)")
+    left.set_ylabel(f"fastest of {ledger['rounds']} samples (ms)")
+    left.set_title(f"planning a pod: fitted exponent {ledger['exponent']:.2f}")
+    left.legend(fontsize=8)
+    bars = right.bar([str(n) for n in counts], ledger["us_per_device"], color="C0")
+    right.bar_label(bars, fmt="%.0f us", padding=3)
+    right.set_xlabel("simulated devices")
+    right.set_ylabel("build + every host, per device (us)")
+    right.set_ylim(0, max(ledger["us_per_device"]) * 1.25)
+    right.set_title(f"{counts[-1]} devices: {ledger['total_s'][-1] * 1e3:.0f} ms in all")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _two_hosts(results: dict[str, Any], path: Path) -> None:
+    checks, pipeline, resume = (
+        results["replica_check"],
+        results["global_pipeline"],
+        results["resume"],
+    )
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(13, 4.2), width_ratios=(2.2, 1.2, 1.2))
+    cases = list(checks["worst_first_ratio"])
+    positions = range(len(cases))
+    width = 0.38
+    for offset, key, label, color in (
+        (-width / 2, "worst_first_ratio", "first call of a signature", "C1"),
+        (width / 2, "worst_strict_ratio", "check_every_batch", "C3"),
+    ):
+        bars = left.bar(
+            [p + offset for p in positions],
+            list(checks[key].values()),
+            width,
+            label=label,
+            color=color,
+        )
+        left.bar_label(bars, fmt="%.1f", padding=2, fontsize=8)
+    labels = [c.replace("model axis across hosts", "'model' across hosts") for c in cases]
+    left.set_xticks(list(positions), [c.replace(", ", "\n") for c in labels], fontsize=8)
+    left.axhline(1.0, color="gray", linestyle="--", linewidth=1, label="steady-state shard")
+    highest = max(max(checks[key].values()) for key in ("worst_first_ratio", "worst_strict_ratio"))
+    left.set_ylim(0, highest * 1.2)
+    left.set_ylabel("time / steady-state shard (worse host)")
+    left.set_title("what the cross-host check costs (19.3 MB and 8 rows per host)", fontsize=10)
+    left.legend(fontsize=8)
+    hosts = pipeline["hosts"]
+    names = list(hosts[0]["ms_per_batch"])
+    for offset, name, color in ((-0.2, names[0], "C0"), (0.2, names[1], "C7")):
+        middle.bar(
+            [h + offset for h in range(len(hosts))],
+            [host["ms_per_batch"][name] for host in hosts],
+            0.4,
+            label=name.replace(" (", "\n("),
+            color=color,
+        )
+    middle.set_xticks(range(len(hosts)), [f"host {h}" for h in range(len(hosts))])
+    middle.set_ylabel("ms per global batch of 256")
+    middle.set_title(
+        f"global Pipeline: throughput {pipeline['worst_throughput_ratio']:.2f} of plain",
+        fontsize=10,
+    )
+    middle.set_ylim(0, middle.get_ylim()[1] * 1.45)
+    middle.legend(fontsize=7, loc="upper center")
+    resumed = resume["hosts"]
+    labels = list(resumed[0]["ms"])
+    for offset, name, color in ((-0.2, labels[0], "C2"), (0.2, labels[1], "C4")):
+        right.bar(
+            [h + offset for h in range(len(resumed))],
+            [host["ms"][name] for host in resumed],
+            0.4,
+            label=name,
+            color=color,
+        )
+    right.set_xticks(range(len(resumed)), [f"host {h}" for h in range(len(resumed))])
+    right.set_ylabel("set_state + first batch (ms)")
+    right.set_title(f"resume: end / start {resume['worst_end_over_start']:.2f}", fontsize=10)
+    right.set_ylim(0, right.get_ylim()[1] * 1.35)
+    right.legend(fontsize=7, loc="upper center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def save_all(results: dict[str, Any], folder: Path) -> list[Path]:
-    """Writes placement.png, growth.png and pipeline.png into `folder`."""
+    """Writes placement.png, growth.png, pipeline.png, ledger.png and two_hosts.png."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "placement.png", folder / "growth.png", folder / "pipeline.png"]
-    for draw, path in zip((_placement, _growth, _pipeline), paths, strict=True):
-        draw(results, path)
+    drawings = {
+        "placement.png": _placement,
+        "growth.png": _growth,
+        "pipeline.png": _pipeline,
+        "ledger.png": _ledger,
+        "two_hosts.png": _two_hosts,
+    }
+    paths = []
+    for name, draw in drawings.items():
+        draw(results, folder / name)
+        paths.append(folder / name)
     return paths
