@@ -18,7 +18,6 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax import viz
 from datarax.pipeline import Pipeline
 from datarax.prefetch import prefetch_to_device
 from datarax.sharding import ArraySharder, JaxProcessSharder, RowLedger
@@ -67,11 +66,14 @@ def one_d_checks() -> dict[str, Any]:
         "id_sum": int(jax.jit(jnp_sum)(batch["id"])),
         "again_same": np.array_equal(_gather(sharder.shard(local, sharding)["x"]), data["x"]),
         "device_hosts": {device.id: device.process_index for device in jax.devices()},
-        "plot_labels": {
-            device: label.get_text()
-            for device, label in viz.plot_sharding(batch["x"]).labels.items()
-        },
+        "plot_labels": _plot_labels(batch["x"]),
     }
+
+
+def _plot_labels(array: jax.Array) -> dict[int, str]:
+    from datarax import viz  # here, not at the top: a bare GPU machine may lack matplotlib
+
+    return {device: label.get_text() for device, label in viz.plot_sharding(array).labels.items()}
 
 
 def jnp_sum(x: jax.Array) -> jax.Array:
