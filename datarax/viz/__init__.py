@@ -11,6 +11,14 @@ data is moved or copied.
 
 from ._ledger import LedgerPlot as LedgerPlot
 from ._ledger import plot_ledger as plot_ledger
+from ._lesson_bars import EstimatesPlot as EstimatesPlot
+from ._lesson_bars import MaskPlot as MaskPlot
+from ._lesson_bars import plot_estimates as plot_estimates
+from ._lesson_bars import plot_mask as plot_mask
+from ._lessons import DevicesPlot as DevicesPlot
+from ._lessons import HostRowsPlot as HostRowsPlot
+from ._lessons import plot_devices as plot_devices
+from ._lessons import plot_host_rows as plot_host_rows
 from ._palette import COPIES_HATCH as COPIES_HATCH
 from ._palette import DEVICE_PALETTE as DEVICE_PALETTE
 from ._palette import HOST_PALETTE as HOST_PALETTE

@@ -1,0 +1,194 @@
+"""Lesson figures about padding: real and padding rows per device, read from a sharded
+mask, and estimates of one number set against the exact value, with their values."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from ._palette import COPIES_HATCH, DEVICE_PALETTE, HOST_PALETTE, hatch_color
+
+REAL, PADDING, EXACT = DEVICE_PALETTE[0], DEVICE_PALETTE[1], HOST_PALETTE[0]
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskPlot:
+    """A mask figure. `counts` maps each panel's title to ``{device ids: (real rows,
+    padding rows)}``, one entry per block of rows (devices holding copies share one)."""
+
+    figure: Figure
+    counts: Mapping[str, Mapping[tuple[int, ...], tuple[int, int]]]
+
+    def _repr_png_(self) -> bytes:
+        return _png(self.figure)
+
+
+def _blocks_of(mask: Any) -> list[tuple[tuple[int, ...], int, np.ndarray]]:
+    """``(device ids, first global row, the shard's mask)`` per block, in row order."""
+    if np.ndim(mask) != 1 or not hasattr(mask, "addressable_shards"):
+        raise TypeError("plot_mask draws 1-D sharded jax.Arrays (the mask of a padded batch).")
+    blocks: dict[int, tuple[list[int], np.ndarray]] = {}
+    for shard in mask.addressable_shards:
+        start = shard.index[0].start or 0
+        blocks.setdefault(start, ([], np.asarray(shard.data, dtype=bool)))[0].append(
+            shard.device.id
+        )
+    return [(tuple(sorted(ids)), start, rows) for start, (ids, rows) in sorted(blocks.items())]
+
+
+def plot_mask(masks: Any, *, title: str | None = None) -> MaskPlot:
+    """Draws, per device, which rows of its shard are real and which are padding.
+
+    Each row of the picture is one block of the array, in global row order, labelled
+    with the devices that hold it; each cell is one row of that block, light blue when
+    the mask is True (a real row) and hatched orange when it is False (padding). The
+    counts are written at the right.
+
+    Args:
+        masks: a sharded 1-D boolean `jax.Array`, or ``{panel title: array}`` to draw
+            several side by side.
+        title: the figure title.
+
+    Returns:
+        A `MaskPlot`.
+
+    Raises:
+        TypeError: a mask is not a 1-D sharded `jax.Array`.
+
+    Example:
+        >>> mesh = jax.make_mesh((8,), ("data",))
+        >>> _, mask = pad_to_multiple({"x": np.arange(13)}, 8)
+        >>> plot = plot_mask(jax.device_put(mask, NamedSharding(mesh, P("data"))))
+        >>> sorted(plot.counts[""].values())[0]
+        (0, 2)
+    """
+    panels = dict(masks) if isinstance(masks, Mapping) else {"": masks}
+    found = {name: _blocks_of(mask) for name, mask in panels.items()}
+    rows = max(len(blocks) for blocks in found.values())
+    figure = Figure(figsize=(4.6 * len(found) + 0.4, 0.32 * rows + 1.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, len(found), squeeze=False)[0]
+    counts: dict[str, dict[tuple[int, ...], tuple[int, int]]] = {}
+    for ax, (name, blocks) in zip(axes, found.items(), strict=True):
+        counts[name] = {}
+        width = max(len(block) for _, _, block in blocks)
+        for y, (ids, _, block) in enumerate(blocks):
+            real = np.flatnonzero(block)
+            padding = np.flatnonzero(~block)
+            ax.barh([y] * len(real), 0.9, left=real, height=0.8, color=REAL)
+            bars = ax.barh([y] * len(padding), 0.9, left=padding, height=0.8, color=PADDING)
+            for bar in bars:
+                bar.set(hatch=COPIES_HATCH, edgecolor=hatch_color(PADDING), linewidth=0)
+            ax.text(width + 0.5, y, f"{len(real)} + {len(padding)}", va="center", fontsize=8)
+            counts[name][ids] = (len(real), len(padding))
+        labels = [
+            f"rows {start}-{start + len(block) - 1}: device {','.join(map(str, ids))}"
+            for ids, start, block in blocks
+        ]
+        ax.set_yticks(range(len(blocks)), labels, fontsize=8)
+        ax.set(xlim=(0, width * 1.2 + 3), ylim=(len(blocks) - 0.5, -0.5))
+        ax.set_xlabel("row within the device's shard (right: real + padding)", fontsize=9)
+        ax.set_title(name, fontsize=10)
+        ax.tick_params(axis="y", length=0)
+    handles = [
+        Patch(facecolor=REAL, label="real row"),
+        Patch(facecolor=PADDING, hatch=COPIES_HATCH, edgecolor="white", label="padding"),
+    ]
+    figure.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return MaskPlot(figure, counts)
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimatesPlot:
+    """An estimates figure; `differences` maps each label to its value minus the exact one."""
+
+    figure: Figure
+    differences: Mapping[str, float]
+
+    def _repr_png_(self) -> bytes:
+        return _png(self.figure)
+
+
+def plot_estimates(
+    values: Mapping[str, float],
+    *,
+    exact: str,
+    quantity: str = "value",
+    digits: int = 4,
+    title: str | None = None,
+) -> EstimatesPlot:
+    """Draws several estimates of one number beside the exact value, and how far off each is.
+
+    Left: every value as a bar from zero, with its value written on it, so nothing is
+    hidden by a cut axis. Right: each value minus the exact one, labelled, around a
+    line at zero; estimates equal to the exact value (to `digits` digits) are light
+    blue, the others orange, the exact value dark.
+
+    Args:
+        values: ``{label: value}``, drawn top to bottom; one of them is the exact value.
+        exact: the label of the exact value.
+        quantity: what the values are, for the axis label (e.g. ``"accuracy"``).
+        digits: decimals written, and to which two values count as equal.
+        title: the figure title.
+
+    Returns:
+        An `EstimatesPlot`.
+
+    Raises:
+        KeyError: `exact` is not one of the labels.
+
+    Example:
+        >>> plot = plot_estimates({"exact": 0.5, "guess": 0.52}, exact="exact")
+        >>> round(plot.differences["guess"], 4)
+        0.02
+    """
+    if exact not in values:
+        raise KeyError(f"exact={exact!r} is not one of the labels {list(values)}.")
+    labels = list(values)
+    numbers = np.array([float(values[label]) for label in labels])
+    reference = float(values[exact])
+    differences = {label: float(values[label]) - reference for label in labels}
+    same = [round(differences[label], digits) == 0 for label in labels]
+    colors = [
+        EXACT if label == exact else REAL if equal else PADDING
+        for label, equal in zip(labels, same, strict=True)
+    ]
+    figure = Figure(figsize=(10.0, 0.55 * len(labels) + 1.3), layout="constrained")
+    FigureCanvasAgg(figure)
+    left, right = figure.subplots(1, 2, sharey=True)
+    y = np.arange(len(labels))
+    left.barh(y, numbers, color=colors, height=0.7)
+    top = max(float(np.max(np.abs(numbers))), 1e-12)
+    low = min(0.0, float(numbers.min()))
+    left.set_xlim(low * 1.25, top * 1.3 if numbers.max() > 0 else 0.0)
+    for row, number in zip(y, numbers, strict=True):
+        left.text(number, row, f" {number:.{digits}f}", va="center", fontsize=9)
+    left.set_yticks(y, labels)
+    left.set(ylim=(len(labels) - 0.5, -0.5), xlabel=quantity)
+    gaps = np.array([differences[label] for label in labels])
+    right.barh(y, gaps, color=colors, height=0.7)
+    right.axvline(0, color="black", linewidth=1)
+    reach = max(float(np.max(np.abs(gaps))), 10.0**-digits)
+    right.set_xlim(-1.6 * reach, 1.6 * reach)
+    for row, gap in zip(y, gaps, strict=True):
+        side = "left" if gap >= 0 else "right"
+        right.text(gap, row, f" {gap:+.{digits}f} ", va="center", ha=side, fontsize=9)
+    right.set_xlabel(f"{quantity} minus the exact value")
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return EstimatesPlot(figure, differences)

@@ -1,0 +1,280 @@
+"""Lesson figures about devices and hosts: meshes as device grids, and which rows each
+host holds under several shardings."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from jax.sharding import Mesh, Sharding
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+
+from datarax.sharding.ledger import RowLedger
+
+from ._palette import COPIES_HATCH, device_colors, hatch_color, host_colors, text_color
+
+_CELL_IN, _MAX_WIDTH_IN = 0.95, 10.5
+
+
+class _Figure:
+    """Shows as a PNG in a notebook, without touching pyplot's state."""
+
+    figure: Figure
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicesPlot(_Figure):
+    """A device-grid figure. `grids` holds, per panel, the device ids as drawn (row 0 at
+    the top); `hosts` maps each device id to the host drawn; `addressable` lists the
+    device ids drawn as addressable from `this_host` (all of them when it was None)."""
+
+    figure: Figure
+    grids: tuple[np.ndarray, ...]
+    hosts: Mapping[int, int]
+    addressable: frozenset[int]
+
+
+def _host_map(devices: Sequence[Any], host_of: Mapping[int, int] | None) -> dict[int, int]:
+    if host_of is None:
+        return {d.id: int(d.process_index) for d in devices}
+    missing = sorted(d.id for d in devices if d.id not in host_of)
+    if missing:
+        raise ValueError(
+            f"host_of has no host for device id(s) {missing[:8]}; give every device drawn a "
+            "host, e.g. with datarax.sharding.pretend_hosts(num_hosts)."
+        )
+    return {d.id: int(host_of[d.id]) for d in devices}
+
+
+def _grid(layout: Any) -> tuple[np.ndarray, tuple[str, str]]:
+    """Devices as a 2-D object array, and the names of its two directions."""
+    if isinstance(layout, Mesh):
+        devices = np.asarray(layout.devices)
+        names = [f"mesh axis '{n}' ({s})" for n, s in layout.shape.items()]
+    else:
+        devices = np.asarray(list(layout) if not isinstance(layout, np.ndarray) else layout)
+        names = ["", "position in the list"] if devices.ndim == 1 else ["", ""]
+    if devices.ndim == 1:
+        return devices.reshape(1, -1), ("", names[-1])
+    if devices.ndim != 2:
+        raise ValueError(
+            f"plot_devices draws 1-D and 2-D layouts; this one has {devices.ndim} axes. "
+            "Draw a 2-D view of it, e.g. mesh.devices.reshape(rows, -1)."
+        )
+    return devices, (names[0], names[1])
+
+
+def _panels(shapes: list[tuple[int, ...]]) -> tuple[Figure, list[Any]]:
+    """A figure with one axes per grid shape, in rows of at most `_MAX_WIDTH_IN`."""
+    widths = [cols * _CELL_IN + 0.7 for _, cols in shapes]
+    rows: list[list[int]] = [[]]
+    for number, width in enumerate(widths):
+        if rows[-1] and sum(widths[n] for n in rows[-1]) + width > _MAX_WIDTH_IN:
+            rows.append([])
+        rows[-1].append(number)
+    heights = [max(shapes[n][0] for n in row) * _CELL_IN + 0.9 for row in rows]
+    row_width = max(sum(widths[n] for n in row) for row in rows)
+    figure = Figure(figsize=(row_width + 0.2, sum(heights) + 0.4), layout="constrained")
+    FigureCanvasAgg(figure)
+    parts = figure.subfigures(len(rows), 1, height_ratios=heights, squeeze=False)[:, 0]
+    axes: list[Any] = []
+    for part, row in zip(parts, rows, strict=True):
+        ratios = [widths[n] for n in row]
+        axes.extend(part.subplots(1, len(row), squeeze=False, width_ratios=ratios)[0])
+    return figure, axes
+
+
+def plot_devices(
+    *layouts: Any,
+    titles: Sequence[str] | None = None,
+    host_of: Mapping[int, int] | None = None,
+    this_host: int | None = None,
+    color_by: str = "host",
+) -> DevicesPlot:
+    """Draws device layouts side by side: a list of devices, or a mesh's grid.
+
+    Each square is one device, labelled with its platform and id (``CPU 6``, as
+    `jax.debug.visualize_array_sharding` names it) and its host. A mesh is drawn as
+    ``mesh.devices`` lays it out, so a mesh whose devices are not in id order shows
+    it; its directions are named after its axes.
+
+    Args:
+        *layouts: one or more `jax.sharding.Mesh` (1-D or 2-D), sequences of devices
+            or numpy arrays of devices, one panel each.
+        titles: a title per panel.
+        host_of: ``{device id: host}`` to let simulated devices play the hosts of a pod
+            (see `datarax.sharding.pretend_hosts`); by default each device's
+            ``process_index``.
+        this_host: when given, devices of other hosts are drawn pale and dashed, as
+            not addressable from this host.
+        color_by: ``"host"`` (`host_colors`) or ``"device"`` (`device_colors`, one per
+            device in id order, so a device keeps its colour in every panel).
+
+    Returns:
+        A `DevicesPlot`.
+
+    Raises:
+        ValueError: no layout, a layout with more than 2 axes, a device without a host
+            in `host_of`, or a `color_by` or number of `titles` not allowed.
+
+    Example:
+        >>> mesh = jax.make_mesh((4, 2), ("data", "model"))
+        >>> plot = plot_devices(mesh.devices.ravel(), mesh, titles=["list", "mesh"])
+        >>> [grid.shape for grid in plot.grids]
+        [(1, 8), (4, 2)]
+    """
+    if not layouts:
+        raise ValueError("plot_devices needs at least one layout (a mesh or a device list).")
+    if color_by not in ("host", "device"):
+        raise ValueError(f"color_by must be 'host' or 'device', got {color_by!r}.")
+    if titles is not None and len(titles) != len(layouts):
+        raise ValueError(f"got {len(titles)} titles for {len(layouts)} layouts.")
+    grids = [_grid(layout) for layout in layouts]
+    every = {d.id: d for grid, _ in grids for d in grid.ravel()}
+    hosts = _host_map(list(every.values()), host_of)
+    ranks = {device_id: rank for rank, device_id in enumerate(sorted(every))}
+    fills = device_colors(len(ranks))
+    figure, panels = _panels([grid.shape for grid, _ in grids])
+    addressable = set()
+    for number, (ax, (grid, (row_name, col_name))) in enumerate(zip(panels, grids, strict=True)):
+        for (row, col), device in np.ndenumerate(grid):
+            host = hosts[device.id]
+            reachable = this_host is None or host == this_host
+            addressable |= {device.id} if reachable else set()
+            fill = host_colors(host + 1)[host] if color_by == "host" else fills[ranks[device.id]]
+            edge = fill
+            if not reachable:
+                fill, edge = "white", host_colors(host + 1)[host]
+            cell = Rectangle((col + 0.04, row + 0.04), 0.92, 0.92, facecolor=fill)
+            cell.set(edgecolor=edge, linewidth=2, linestyle="-" if reachable else "--")
+            ax.add_patch(cell)
+            words = f"{str(device.platform).upper()} {device.id}\nhost {host}"
+            ink = text_color(fill) if reachable else "#555555"
+            ax.text(col + 0.5, row + 0.5, words, ha="center", va="center", color=ink, fontsize=9)
+        ax.set(xlim=(0, grid.shape[1]), ylim=(grid.shape[0], 0), xlabel=col_name, ylabel=row_name)
+        ax.set_xticks(np.arange(grid.shape[1]) + 0.5, range(grid.shape[1]))
+        ax.set_yticks(np.arange(grid.shape[0]) + 0.5, range(grid.shape[0]))
+        ax.set_aspect("equal")
+        ax.tick_params(length=0)
+        ax.set_frame_on(False)
+        if titles is not None:
+            ax.set_title(titles[number], fontsize=10)
+    if this_host is not None:
+        figure.legend(
+            handles=[
+                Patch(facecolor=host_colors(this_host + 1)[this_host], label="addressable"),
+                Patch(facecolor="white", edgecolor="#555555", linestyle="--", label="not"),
+            ],
+            loc="outside lower center",
+            ncols=2,
+            frameon=False,
+            fontsize=9,
+            title=f"from host {this_host}",
+            title_fontsize=9,
+        )
+    ids = tuple(np.vectorize(lambda d: d.id, otypes=[int])(grid) for grid, _ in grids)
+    return DevicesPlot(figure, ids, hosts, frozenset(addressable))
+
+
+@dataclasses.dataclass(frozen=True)
+class HostRowsPlot(_Figure):
+    """A rows-per-host figure. `spans` maps ``(label, host)`` to the ``(start, stop)``
+    row ranges drawn for that host under that sharding; `shared` maps each label to
+    the row ranges more than one host holds (drawn hatched)."""
+
+    figure: Figure
+    spans: Mapping[tuple[str, int], tuple[tuple[int, int], ...]]
+    shared: Mapping[str, tuple[tuple[int, int], ...]]
+
+
+def plot_host_rows(
+    shardings: Mapping[str, Sharding],
+    num_rows: int,
+    *,
+    host_of: Mapping[int, int] | None = None,
+    title: str | None = None,
+) -> HostRowsPlot:
+    """Draws, for each sharding, which of `num_rows` global rows each host holds.
+
+    One bar per host and sharding, in the host's colour (`host_colors`), over the
+    global rows; rows that several hosts hold (replicas that span hosts) are hatched.
+    The right margin says how many rows each host holds, the per-host batch. It is
+    read off a `datarax.sharding.RowLedger`, so it is JAX's own placement.
+
+    Args:
+        shardings: ``{label: sharding}``, drawn top to bottom.
+        num_rows: the global batch size.
+        host_of: ``{device id: host}``, e.g. `datarax.sharding.pretend_hosts`; by
+            default each device's ``process_index``.
+        title: the figure title.
+
+    Returns:
+        A `HostRowsPlot`.
+
+    Raises:
+        ValueError: `shardings` is empty, or a sharding cannot split `num_rows`.
+
+    Example:
+        >>> from datarax.sharding import pretend_hosts
+        >>> mesh = jax.make_mesh((8,), ("data",))
+        >>> split = {"rows": NamedSharding(mesh, P("data")), "copies": NamedSharding(mesh, P())}
+        >>> plot = plot_host_rows(split, 16, host_of=pretend_hosts(2))
+        >>> plot.spans[("rows", 1)], plot.spans[("copies", 1)]
+        (((8, 16),), ((0, 16),))
+    """
+    if not shardings:
+        raise ValueError("plot_host_rows needs at least one sharding.")
+    ledgers = {label: RowLedger(s, num_rows, host_of=host_of) for label, s in shardings.items()}
+    bars = [(label, host) for label, ledger in ledgers.items() for host in ledger.hosts]
+    figure = Figure(figsize=(9.0, 0.45 * len(bars) + 0.35 * len(ledgers) + 1.0))
+    figure.set_layout_engine("constrained")
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    spans: dict[tuple[str, int], tuple[tuple[int, int], ...]] = {}
+    shared: dict[str, tuple[tuple[int, int], ...]] = {}
+    y, ticks, names = 0.0, [], []
+    for label, ledger in ledgers.items():
+        ax.text(0, y - 0.2, label, fontsize=10, fontweight="bold", va="bottom")
+        y += 0.25
+        shared[label] = tuple(ledger.shared_blocks())
+        for host in ledger.hosts:
+            color = host_colors(host + 1)[host]
+            blocks = tuple(ledger.blocks_of_host(host))
+            spans[(label, host)] = blocks
+            ax.add_patch(Rectangle((0, y), num_rows, 0.7, facecolor="#F2F2F2", edgecolor="none"))
+            for start, stop in blocks:
+                ax.add_patch(Rectangle((start, y), stop - start, 0.7, facecolor=color))
+                for a, b in shared[label]:
+                    low, high = max(a, start), min(b, stop)
+                    if low < high:
+                        over = Rectangle((low, y), high - low, 0.7, fill=False, linewidth=0)
+                        over.set(hatch=COPIES_HATCH, edgecolor=hatch_color(color))
+                        ax.add_patch(over)
+            count = ledger.row_count(host)
+            ax.text(num_rows * 1.01, y + 0.35, f"{count} of {num_rows} rows", va="center")
+            ticks.append(y + 0.35)
+            names.append(f"host {host}")
+            y += 0.9
+        y += 0.55
+    ax.set(xlim=(0, num_rows), ylim=(y - 0.3, -0.45), xlabel="global row")
+    ax.set_yticks(ticks, names)
+    ax.tick_params(axis="y", length=0)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    if any(shared.values()):
+        hatched = Patch(facecolor="white", edgecolor="#555555", hatch=COPIES_HATCH)
+        hatched.set_label("hatched: rows that several hosts hold")
+        figure.legend(handles=[hatched], loc="outside lower center", frameon=False, fontsize=9)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return HostRowsPlot(figure, spans, shared)
