@@ -6,6 +6,9 @@ notebook. The checkers compute the right answer from JAX itself on the devices a
 hand, so they hold on 8 simulated CPU devices and on real chips alike.
 """
 
+from datarax.exercises import _nb01 as _nb01
+from datarax.exercises import _nb02 as _nb02
+from datarax.exercises import _nb03 as _nb03
 from datarax.exercises import _nb04 as _nb04
 from datarax.exercises import _nb05 as _nb05
 from datarax.exercises import _nb06 as _nb06

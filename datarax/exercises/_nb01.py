@@ -1,0 +1,138 @@
+"""Checkers for tutorial 01 (devices and meshes).
+
+Both build their cases from the devices at hand, on meshes from `jax.make_mesh` and on
+meshes whose devices are deliberately not in `jax.devices()` order, and compute the
+right answer from JAX's own placement (``Sharding.devices_indices_map``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.sharding.ledger import pretend_hosts
+
+
+def spec_text(spec: PartitionSpec) -> str:
+    """``P('data', None)``, whatever jax version prints the spec."""
+    return "P(" + ", ".join(repr(entry) for entry in spec) + ")"
+
+
+def mesh_2d(devices: list[Any], explicit: bool = False) -> Mesh:
+    """A ("data", "model") mesh of `devices` in the order given, 2 along "model"."""
+    model = 2 if len(devices) % 2 == 0 else 1
+    kind = AxisType.Explicit if explicit else AxisType.Auto
+    grid = np.array(devices, dtype=object).reshape(-1, model)
+    return Mesh(grid, ("data", "model"), axis_types=(kind, kind))
+
+
+def _cases() -> Iterator[tuple[str, Any, dict[int, int]]]:
+    """(description, sharded array, host_of) for the host_fraction exercise."""
+    devices = jax.devices()
+    count = len(devices)
+    table = np.arange(2 * count * 4, dtype=np.float32).reshape(2 * count, 4)
+    flat = jax.make_mesh((count,), ("data",))
+    grid = mesh_2d(list(flat.devices.ravel()))
+    backwards = mesh_2d(devices[::-1])
+    split, copied = PartitionSpec("data"), PartitionSpec()
+    layouts = [(flat, "", split), (flat, "", copied)]
+    for spec in (("data", "model"), ("data",), ("model",), (None, "model")):
+        layouts.append((grid, "", PartitionSpec(*spec)))
+    layouts.append((backwards, " listing the devices backwards", PartitionSpec("data", "model")))
+    if count % 2 == 0 and count >= 4:  # "model" spans 2 hosts
+        across = Mesh(np.array(devices).reshape(2, -1).T, ("data", "model"))
+        for spec in (split, PartitionSpec("model")):
+            layouts.append((across, " whose 'model' axis spans 2 hosts", spec))
+    host_counts = [n for n in (2, 4) if count % n == 0 and n < count] or [1]
+    for mesh, how, spec in layouts:
+        array = jax.device_put(table, NamedSharding(mesh, spec))
+        where = f"{spec_text(spec)} on a {mesh.devices.shape} mesh{how}"
+        for hosts in host_counts:
+            yield f"{where}, {hosts} hosts", array, pretend_hosts(hosts)
+
+
+def held_fraction(array: Any, host_of: dict[int, int], host: int) -> float:
+    """The fraction of `array`'s elements that the devices of `host` hold, each counted once."""
+    held = np.zeros(array.shape, dtype=bool)
+    for device, index in array.sharding.devices_indices_map(array.shape).items():
+        if host_of[device.id] == host:
+            held[index] = True
+    return float(held.mean())
+
+
+@exercise(
+    "01.host_fraction",
+    hint="every shard knows its device (shard.device) and which part of the array it holds "
+    "(shard.index, a tuple of slices that indexes a numpy array); count each element once.",
+)
+def _host_fraction(answer: Any) -> Feedback:
+    tried = 0
+    for description, array, host_of in _cases():
+        for host in sorted(set(host_of.values())):
+            expected = held_fraction(array, host_of, host)
+            got = call(answer, array, host_of, host)
+            try:
+                found = float(got)
+            except (TypeError, ValueError):
+                return wrong(f"return one number between 0 and 1; got {got!r}.")
+            if not np.isclose(found, expected):
+                shards = sum(host_of[d.id] == host for d in array.sharding.device_set)
+                return wrong(
+                    f"for {description}, host {host} holds {expected:g} of the array, but your "
+                    f"function returned {found:g}. Its {shards} devices hold blocks that may "
+                    "repeat (copies) or cover everything (replication): count elements, not "
+                    "shards, and each element once."
+                )
+            tried += 1
+    return right(
+        f"all {tried} host-and-sharding cases agree with JAX, copies, replication and meshes "
+        "in any device order included."
+    )
+
+
+@exercise(
+    "01.explicit_matmul",
+    hint="run jnp.dot(x, w) and read its error to the end: it names the parameter that "
+    "says how the result should be split.",
+)
+def _explicit_matmul(answer: Any) -> Feedback:
+    devices = jax.devices()
+    rows, inner = 4 * len(devices), 6
+    x_host = np.arange(rows * inner, dtype=np.float32).reshape(rows, inner) / 10
+    w_host = np.linspace(-1, 1, inner * 3, dtype=np.float32).reshape(inner, 3)
+    for order, listed in (("jax.devices() order", devices), ("reversed order", devices[::-1])):
+        mesh = mesh_2d(list(listed), explicit=True)
+        x = jax.device_put(x_host, NamedSharding(mesh, PartitionSpec("data", "model")))
+        w = jax.device_put(w_host, NamedSharding(mesh, PartitionSpec("model", None)))
+        try:
+            result = call(answer, x, w, mesh)
+        except Exception as error:  # JAX's ShardingTypeError has no public name
+            if type(error).__name__ != "ShardingTypeError":
+                raise
+            return wrong(
+                "the Explicit mesh refused the product while tracing: "
+                f"{str(error).splitlines()[0]} Both inputs split the contracted dimension "
+                "over 'model', so JAX will not guess how to split the result."
+            )
+        if not hasattr(result, "sharding") or np.shape(result) != (rows, 3):
+            kind = type(result).__name__
+            return wrong(f"return the product x @ w; got a {kind} of shape {np.shape(result)}.")
+        if not np.allclose(np.asarray(result), x_host @ w_host, rtol=1e-5, atol=1e-5):
+            return wrong("the product's values are wrong; compute x @ w (jnp.dot).")
+        wanted = NamedSharding(mesh, PartitionSpec("data", None))
+        if not result.sharding.is_equivalent_to(wanted, 2):
+            spec = getattr(result.sharding, "spec", result.sharding)
+            return wrong(
+                f"the values are right, but on a mesh in {order} the result is sharded "
+                f"{spec}; keep its rows split over 'data' and its columns whole: "
+                "PartitionSpec('data', None)."
+            )
+    return right(
+        "x @ w runs on the Explicit mesh, with its rows split over 'data', on meshes in "
+        "two device orders."
+    )

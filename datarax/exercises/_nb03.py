@@ -1,0 +1,126 @@
+"""Checkers for tutorial 03 (uneven batches): padding a batch for a sharding, and a
+padded mean whose gradient stays finite.
+
+The cases use the devices at hand; the right padding is read off JAX's placement
+(``devices_indices_map``) and the right mean is computed on the host from the real
+rows alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._nb01 import mesh_2d, spec_text
+from datarax.sharding.padding import pad_to_multiple
+
+
+def _rows() -> NamedSharding:
+    devices = jax.devices()
+    return NamedSharding(jax.make_mesh((len(devices),), ("data",)), PartitionSpec("data"))
+
+
+@exercise(
+    "03.mean_log",
+    hint="divide by the number of real rows, and take the gradient too: a where that masks "
+    "log's result after the fact does not stop log(0) from poisoning it.",
+)
+def _mean_log(answer: Any) -> Feedback:
+    count = len(jax.devices())
+    for real_rows in (3 * count + 1, 5 * count - 3):
+        values = np.linspace(0.5, 4.0, real_rows, dtype=np.float32)
+        padded, mask = pad_to_multiple(values, count)
+        padded = jax.device_put(padded, _rows())
+        mask = jax.device_put(mask, _rows())
+        expected = float(np.mean(np.log(values)))
+        got = call(answer, padded, mask)
+        if not np.isclose(float(got), expected, rtol=1e-5):
+            mean_of_all = float(np.sum(np.log(values))) / padded.shape[0]
+            why = (
+                " That is the sum over real rows divided by the padded length; divide by the "
+                "number of real rows, sum(mask)."
+                if np.isclose(float(got), mean_of_all, rtol=1e-5)
+                else ""
+            )
+            return wrong(
+                f"with {real_rows} real rows padded to {padded.shape[0]}, the mean log over the "
+                f"real rows is {expected:.6f}, but your function returned {float(got):.6f}.{why}"
+            )
+        gradient = np.asarray(jax.jit(jax.grad(answer))(padded, mask))
+        bad = int(np.sum(~np.isfinite(gradient)))
+        if bad:
+            return wrong(
+                f"the value is right, but its gradient has {bad} NaN or inf entries, at the "
+                "padding rows: the where picked 0 for them, yet the gradient of log at 0 is "
+                "infinite, and 0 x inf is NaN. Keep log from ever seeing the padding."
+            )
+        real = np.asarray(mask)
+        exact = np.zeros(padded.shape, np.float64)
+        exact[real] = 1.0 / (real_rows * np.asarray(padded)[real])
+        if not np.allclose(gradient, exact, rtol=1e-4, atol=1e-7):
+            return wrong(
+                "the value is right, but its gradient is not that of the mean over the real "
+                "rows: padding rows must get gradient 0, real row i 1 / (n * values[i])."
+            )
+    return right("the mean over real rows is exact and its gradient finite, 0 at padding rows.")
+
+
+def _pad_cases() -> list[tuple[str, Mesh, PartitionSpec]]:
+    count = len(jax.devices())
+    flat = jax.make_mesh((count,), ("data",))
+    grid = mesh_2d(list(np.asarray(flat.devices).ravel()))
+    shape = grid.devices.shape
+    return [
+        (f"a ({count},) mesh", flat, PartitionSpec("data")),
+        (f"a {shape} mesh", grid, PartitionSpec("data")),
+        (f"a {shape} mesh", grid, PartitionSpec("model", None)),
+        (f"a {shape} mesh", grid, PartitionSpec(("data", "model"))),
+        (f"a {shape} mesh", grid, PartitionSpec(None, "data")),
+        (f"a {shape} mesh", grid, PartitionSpec()),
+    ]
+
+
+@exercise(
+    "03.pad_for",
+    hint="only the mesh axes that split dimension 0 matter: spec[0] names none, one or a "
+    "tuple of them, and mesh.shape gives their sizes.",
+)
+def _pad_for(answer: Any) -> Feedback:
+    count = len(jax.devices())
+    rows = 3 * count + 1
+    width = 2 * count  # every leaf splits along any mesh axis in dimension 1 too
+    features = np.arange(rows * width, dtype=np.float32).reshape(rows, width)
+    batch = {"x": features, "y": np.arange(rows * width).reshape(rows, width) % 7}
+    for where, mesh, spec in _pad_cases():
+        sharding = NamedSharding(mesh, spec)
+        blocks = _row_blocks(sharding)
+        needed = -(-rows // blocks) * blocks
+        got = call(answer, batch, mesh, spec)
+        case = f"{rows} rows with {spec_text(spec)} on {where}"
+        try:
+            padded, mask = got
+            padded_rows = {int(np.shape(leaf)[0]) for leaf in jax.tree.leaves(padded)}
+        except (TypeError, ValueError, IndexError):
+            return wrong(f"return (padded_batch, mask) as pad_to_multiple does; got {got!r}.")
+        if padded_rows != {needed}:
+            return wrong(
+                f"for {case}, the rows are split into {blocks} blocks, so {needed} rows "
+                f"suffice; your batch has {sorted(padded_rows)} rows."
+            )
+        if np.asarray(mask).tolist() != [True] * rows + [False] * (needed - rows):
+            return wrong(f"for {case}, the mask must be True for the {rows} real rows only.")
+        if not np.array_equal(np.asarray(padded["x"])[:rows], batch["x"]):
+            return wrong(f"for {case}, the real rows must come first, unchanged.")
+        jax.device_put(padded, sharding)  # places, or the checker itself is wrong
+    return right("every batch places with the least padding, on 1D and 2D meshes.")
+
+
+def _row_blocks(sharding: NamedSharding) -> int:
+    """How many blocks dimension 0 is split into, read off JAX's placement of a probe."""
+    probe = (len(jax.devices()) * 4,) * max(1, len(sharding.spec))
+    placed = sharding.devices_indices_map(probe).values()
+    return len({index[0].indices(probe[0])[0] for index in placed})
