@@ -26,11 +26,9 @@ from ._palette import device_colors as device_colors
 from ._palette import host_colors as host_colors
 from ._palette import text_color as text_color
 from ._pipeline_figures import RowsPlot as RowsPlot
-from ._pipeline_figures import TimelinePlot as TimelinePlot
 from ._pipeline_figures import device_of_rows as device_of_rows
 from ._pipeline_figures import plot_row_grid as plot_row_grid
 from ._pipeline_figures import plot_rows as plot_rows
-from ._pipeline_figures import plot_timeline as plot_timeline
 from ._placement import ShardingPlot as ShardingPlot
 from ._placement import plot_sharding as plot_sharding
 from ._resume_figures import EpochEndPlot as EpochEndPlot
@@ -42,3 +40,5 @@ from ._tables import format_spec as format_spec
 from ._tables import leaf_summaries as leaf_summaries
 from ._tables import summarize as summarize
 from ._tables import summary_table as summary_table
+from ._timeline import TimelinePlot as TimelinePlot
+from ._timeline import plot_timeline as plot_timeline

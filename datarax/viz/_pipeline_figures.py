@@ -1,11 +1,9 @@
-"""Pictures for batches on their way to the devices: who holds or reads each row, and
-when input and steps ran.
+"""Pictures of batches on their way to the devices: who holds or reads each row.
 
 `plot_rows` draws strips along the rows of a batch, each row filled in the colour of
 its owner (a device or a host); `plot_row_grid` lays the rows of a small source out
-as a grid, one panel per case (an epoch, a way of shuffling); `plot_timeline` draws
-input and step intervals as bars on a shared time axis. `device_of_rows` reads, from
-a sharded array, which device holds each row. Colours follow the rules of
+as a grid, one panel per case (an epoch, a way of shuffling). `device_of_rows` reads,
+from a sharded array, which device holds each row. Colours follow the rules of
 `datarax.viz`: devices in id order from `device_colors`, hosts from `host_colors`.
 """
 
@@ -24,7 +22,6 @@ from matplotlib.patches import Rectangle
 from ._palette import device_colors, host_colors, text_color
 
 Run = tuple[int, int, int]  # (start, stop, owner): rows [start, stop) held by owner
-Event = tuple[str, str, float, float]  # (lane, label, start, end)
 NOBODY = -1
 _NOBODY_FILL = "#FFFFFF"
 _NOBODY_EDGE = "#888888"
@@ -43,21 +40,11 @@ class RowsPlot:
     patches: Mapping[str, tuple[Rectangle, ...]]
 
     def _repr_png_(self) -> bytes:
-        return _png(self.figure)
+        return png(self.figure)
 
 
-@dataclasses.dataclass(frozen=True)
-class TimelinePlot:
-    """A timeline figure: `bars[panel][lane]` are the rectangles drawn, in event order."""
-
-    figure: Figure
-    bars: Mapping[str, Mapping[str, tuple[Rectangle, ...]]]
-
-    def _repr_png_(self) -> bytes:
-        return _png(self.figure)
-
-
-def _png(figure: Figure) -> bytes:
+def png(figure: Figure) -> bytes:
+    """`figure` as PNG bytes, trimmed to what is drawn."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight")
     return buffer.getvalue()
@@ -288,72 +275,3 @@ def plot_row_grid(
     figure.tight_layout(rect=(0, 0.3 / figure.get_figheight(), 1, 1), h_pad=0.2)
     _legend(figure, present, color_by, ranks)
     return RowsPlot(figure, runs, patches)
-
-
-def plot_timeline(
-    panels: Mapping[str, Sequence[Event]],
-    *,
-    lanes: Sequence[str],
-    unit: str = "ms",
-    width: float = 9.0,
-) -> TimelinePlot:
-    """Draws intervals as bars on a shared time axis, one lane per kind, one panel per case.
-
-    Args:
-        panels: panel title -> events ``(lane, label, start, end)``, times in seconds
-            on any clock; each panel starts at its earliest event.
-        lanes: the lanes, top to bottom (e.g. ``("input", "step")``); lane i takes
-            ``host_colors`` entry i.
-        unit: ``"ms"`` or ``"s"``, the unit of the time axis.
-        width: the figure's width in inches.
-
-    Returns:
-        A `TimelinePlot`: the figure and, per panel and lane, the bars drawn.
-
-    Raises:
-        ValueError: an event names a lane not in `lanes`, ends before it starts, or
-            `unit` is not allowed; or `panels` is empty.
-
-    Example:
-        >>> events = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
-        >>> plot = plot_timeline({"serial": events}, lanes=("input", "step"))
-        >>> round(plot.bars["serial"]["step"][0].get_width(), 6)
-        20.0
-    """
-    scale = {"ms": 1e3, "s": 1.0}.get(unit)
-    if scale is None:
-        raise ValueError(f"unit must be 'ms' or 's', got {unit!r}.")
-    if not panels:
-        raise ValueError("panels must hold at least one panel of events.")
-    lanes = list(lanes)
-    colors = host_colors(len(lanes))
-    figure = Figure(figsize=(width, 0.4 + (0.35 + 0.4 * len(lanes)) * len(panels)))
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    bars: dict[str, dict[str, tuple[Rectangle, ...]]] = {}
-    for ax, (title, events) in zip(axes, panels.items(), strict=True):
-        origin = min((event[2] for event in events), default=0.0)
-        drawn: dict[str, list[Rectangle]] = {lane: [] for lane in lanes}
-        for lane, label, start, end in events:
-            if lane not in drawn:
-                raise ValueError(f"event lane {lane!r} is not one of the lanes {lanes}.")
-            if end < start:
-                raise ValueError(f"event {label!r} in lane {lane!r} ends before it starts.")
-            y = len(lanes) - 1 - lanes.index(lane)
-            fill = colors[lanes.index(lane)]
-            left, span = (start - origin) * scale, (end - start) * scale
-            rect = Rectangle((left, y + 0.12), span, 0.76, facecolor=fill, edgecolor="white")
-            ax.add_patch(rect)
-            drawn[lane].append(rect)
-            ax.text(left + span / 2, y + 0.5, label, ha="center", va="center", fontsize=7,
-                    color=text_color(fill))  # fmt: skip
-        ax.set_yticks([len(lanes) - 0.5 - i for i in range(len(lanes))], lanes)
-        ax.set_ylim(0, len(lanes))
-        ax.set_title(title, fontsize=10)
-        ax.spines[["top", "right"]].set_visible(False)
-        bars[title] = {lane: tuple(rects) for lane, rects in drawn.items()}
-    ends = [(e[3] - min(x[2] for x in ev)) * scale for ev in panels.values() for e in ev]
-    axes[-1].set_xlim(0, max(ends, default=1.0) * 1.02)
-    axes[-1].set_xlabel(f"time ({unit})")
-    figure.tight_layout()
-    return TimelinePlot(figure, bars)

@@ -1,0 +1,107 @@
+"""`plot_timeline`: when each piece of work ran, as bars on a shared time axis.
+
+Input and step intervals of a training loop, one lane per kind of work and one panel
+per way of running it (one after the other, with prefetch), so overlap can be seen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ._palette import text_color
+from ._pipeline_figures import png
+
+Event = tuple[str, str, float, float]  # (lane, label, start, end)
+
+
+@dataclasses.dataclass(frozen=True)
+class TimelinePlot:
+    """A timeline figure: `bars[panel][lane]` are the rectangles drawn, in event order."""
+
+    figure: Figure
+    bars: Mapping[str, Mapping[str, tuple[Rectangle, ...]]]
+
+    def _repr_png_(self) -> bytes:
+        return png(self.figure)
+
+
+def _greys(count: int) -> list[str]:
+    """`count` greys from light to dark, told apart in print and by every reader."""
+    levels = np.linspace(0.75, 0.3, count) if count > 1 else np.array([0.5])
+    return [to_hex((level, level, level)).upper() for level in levels]
+
+
+def plot_timeline(
+    panels: Mapping[str, Sequence[Event]],
+    *,
+    lanes: Sequence[str],
+    unit: str = "ms",
+    width: float = 9.0,
+) -> TimelinePlot:
+    """Draws intervals as bars on a shared time axis, one lane per kind, one panel per case.
+
+    Args:
+        panels: panel title -> events ``(lane, label, start, end)``, times in seconds
+            on any clock; each panel starts at its earliest event.
+        lanes: the lanes, top to bottom (e.g. ``("input", "step")``), filled in greys
+            from light to dark: lanes are kinds of work, not devices or hosts.
+        unit: ``"ms"`` or ``"s"``, the unit of the time axis.
+        width: the figure's width in inches.
+
+    Returns:
+        A `TimelinePlot`: the figure and, per panel and lane, the bars drawn.
+
+    Raises:
+        ValueError: an event names a lane not in `lanes`, ends before it starts, or
+            `unit` is not allowed; or `panels` is empty.
+
+    Example:
+        >>> events = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
+        >>> plot = plot_timeline({"serial": events}, lanes=("input", "step"))
+        >>> round(plot.bars["serial"]["step"][0].get_width(), 6)
+        20.0
+    """
+    scale = {"ms": 1e3, "s": 1.0}.get(unit)
+    if scale is None:
+        raise ValueError(f"unit must be 'ms' or 's', got {unit!r}.")
+    if not panels:
+        raise ValueError("panels must hold at least one panel of events.")
+    lanes = list(lanes)
+    colors = _greys(len(lanes))
+    figure = Figure(figsize=(width, 0.4 + (0.35 + 0.4 * len(lanes)) * len(panels)))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    bars: dict[str, dict[str, tuple[Rectangle, ...]]] = {}
+    for ax, (title, events) in zip(axes, panels.items(), strict=True):
+        origin = min((event[2] for event in events), default=0.0)
+        drawn: dict[str, list[Rectangle]] = {lane: [] for lane in lanes}
+        for lane, label, start, end in events:
+            if lane not in drawn:
+                raise ValueError(f"event lane {lane!r} is not one of the lanes {lanes}.")
+            if end < start:
+                raise ValueError(f"event {label!r} in lane {lane!r} ends before it starts.")
+            y = len(lanes) - 1 - lanes.index(lane)
+            fill = colors[lanes.index(lane)]
+            left, span = (start - origin) * scale, (end - start) * scale
+            rect = Rectangle((left, y + 0.12), span, 0.76, facecolor=fill, edgecolor="white")
+            ax.add_patch(rect)
+            drawn[lane].append(rect)
+            ax.text(left + span / 2, y + 0.5, label, ha="center", va="center", fontsize=7,
+                    color=text_color(fill))  # fmt: skip
+        ax.set_yticks([len(lanes) - 0.5 - i for i in range(len(lanes))], lanes)
+        ax.set_ylim(0, len(lanes))
+        ax.set_title(title, fontsize=10)
+        ax.spines[["top", "right"]].set_visible(False)
+        bars[title] = {lane: tuple(rects) for lane, rects in drawn.items()}
+    ends = [(e[3] - min(x[2] for x in ev)) * scale for ev in panels.values() for e in ev]
+    axes[-1].set_xlim(0, max(ends, default=1.0) * 1.02)
+    axes[-1].set_xlabel(f"time ({unit})")
+    figure.tight_layout()
+    return TimelinePlot(figure, bars)
