@@ -3,15 +3,21 @@ wrong, and the placeholder is reported as not answered, never raised."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import jax
+import jupytext
 import numpy as np
 import pytest
 
 from datarax.exercises import check
 from datarax.exercises._nb04 import _blocks, layouts
 from datarax.sharding import RowLedger, shard_bounds
+
+ROOT = Path(__file__).parents[1]
 
 
 # 04.batch_sizes ------------------------------------------------------------------------
@@ -206,3 +212,15 @@ def test_04_global_rows_agrees_with_the_ledger() -> None:
             implied = global_rows(sharding, host_of, host, local_rows)
             ledger = RowLedger(sharding, implied, host_of=host_of)
             assert ledger.row_count(host) == local_rows
+
+
+def test_07_quotes_the_recorded_staging_ratio() -> None:
+    """The figure tutorial 07 quotes for staging through one device is the recorded one."""
+    results = json.loads((ROOT / "docs/benchmarks/results.json").read_text())
+    recorded = results["large_batch"]["staged_over_shard"]
+    text = "\n".join(
+        cell.source for cell in jupytext.read(ROOT / "tutorials/07_performance.md").cells
+    )
+    quoted = re.search(r"staging the batch through one device.*?([\d.]+) times", text, re.S)
+    assert quoted, "tutorial 07 no longer quotes the staging ratio"
+    assert float(quoted.group(1)) == round(recorded, 1)
