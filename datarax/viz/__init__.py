@@ -2,6 +2,7 @@
 
 `plot_sharding` draws which device (and which host) holds which block of an array;
 `plot_ledger` draws which global rows each device and each host holds (a `RowLedger`);
+`playground()` is an interactive widget to try meshes, hosts and specs on real arrays;
 `summarize` and `summary_table` list, per leaf of a pytree, the global shape, the
 PartitionSpec, each device's shard shape and bytes, and how many copies exist;
 `device_colors` and `host_colors` give the colours every picture here uses, so a
@@ -31,6 +32,8 @@ from ._pipeline_figures import plot_row_grid as plot_row_grid
 from ._pipeline_figures import plot_rows as plot_rows
 from ._placement import ShardingPlot as ShardingPlot
 from ._placement import plot_sharding as plot_sharding
+from ._playground import Playground as Playground
+from ._playground_start import playground as playground
 from ._resume_figures import EpochEndPlot as EpochEndPlot
 from ._resume_figures import ReadsPlot as ReadsPlot
 from ._resume_figures import plot_epoch_ends as plot_epoch_ends
