@@ -4,7 +4,8 @@
 
 Starts JupyterLab the way ``make lab`` does (on 127.0.0.1, a free port, a random
 token), opens the notebook, runs all cells from the Run menu and then asserts that
-every code cell ran and produced output, that no cell shows an error, and that the
+every code cell ran and produced output (a cell that only defines functions or
+classes may print nothing), that no cell shows an error, and that the
 sharding visual of
 ``jax.debug.visualize_array_sharding`` was rendered. Saves screenshots. The whole
 check is bounded by ``--timeout``; the server and its kernels are shut down on every
@@ -16,6 +17,7 @@ This is a script, not a pytest module: nothing runs on import.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import json
 import os
@@ -123,6 +125,19 @@ def _stop_server(
             killed.append(f"kernel process {proc.name}")
             os.kill(int(proc.name), signal.SIGKILL)
     return killed
+
+
+def _only_defines(source: str) -> bool:
+    """Whether a cell only defines functions or classes and imports, so prints nothing.
+
+    An exercise's cell (a function to fill in) and its solution are such cells.
+    """
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:  # e.g. IPython magics: expect output
+        return False
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+    return bool(body) and all(isinstance(node, kinds) for node in body)
 
 
 def _cells_with_rich_output(notebook: dict[str, Any]) -> list[int]:
@@ -252,7 +267,7 @@ def check(notebook: str, notebook_dir: Path | None, timeout_s: int, shots: Path)
         for output in cell["outputs"]:
             if output["output_type"] == "error":
                 problems.append(f"{where} raised {output['ename']}: {output['evalue']}")
-        if not cell["outputs"]:
+        if not cell["outputs"] and not _only_defines("".join(cell["source"])):
             problems.append(f"{where} gave no output")
     if not visuals:
         problems.append("no sharding visual (a rich table of CPU devices) was rendered")
@@ -261,7 +276,8 @@ def check(notebook: str, notebook_dir: Path | None, timeout_s: int, shots: Path)
     if problems:
         raise CheckFailed("\n".join(problems))
     print(
-        f"{notebook}: {len(code)} code cells ran in Chromium, each with output, no errors, "
+        f"{notebook}: {len(code)} code cells ran in Chromium, each with output or only "
+        "definitions, no errors, "
         f"{visuals} sharding visual(s); screenshots in {shots}"
     )
 
