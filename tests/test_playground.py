@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import sys
 import time
+import types
 from typing import Any
 
 import jax
@@ -221,6 +223,19 @@ def test_display_carries_the_widget_and_a_snapshot_for_static_pages() -> None:
     assert "datarax-device-table" in page and "datarax-host-table" in page
     assert "The controls need a running Python kernel" in page
     assert "P(None, &#x27;model&#x27;)" in page
+
+
+def test_on_colab_the_widget_manager_for_ipywidgets_8_is_turned_on(monkeypatch) -> None:
+    calls: list[str] = []
+    output = types.ModuleType("google.colab.output")
+    output.enable_custom_widget_manager = lambda: calls.append("on")  # type: ignore[attr-defined]
+    colab = types.ModuleType("google.colab")
+    colab.output = output  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.setitem(sys.modules, "google.colab.output", output)
+    viz.playground(mesh_shape=(8,), axis_names=("data",), spec=P("data"))
+    assert calls == ["on"]
 
 
 def test_debounce_merges_a_burst_inside_an_event_loop() -> None:

@@ -12,6 +12,7 @@ import asyncio
 import collections
 import io
 import math
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +61,19 @@ class Debounce:
             self._last = loop.time()
 
 
+def _colab_widget_manager() -> None:
+    """On Colab, turns on the widget manager that renders ipywidgets 8 (a no-op elsewhere)."""
+    if "google.colab" not in sys.modules:
+        return
+    try:
+        from google.colab import output  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    enable = getattr(output, "enable_custom_widget_manager", None)
+    if callable(enable):
+        enable()
+
+
 class Playground:
     """The sharding playground: its controls, what it shows and the widget holding both.
 
@@ -82,6 +96,8 @@ class Playground:
             ) from error
 
         from ._playground_controls import Controls
+
+        _colab_widget_manager()
 
         self.controls = Controls(start)
         picture = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
