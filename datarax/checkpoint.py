@@ -44,7 +44,8 @@ class Checkpoints:
     the same arguments (the directory must be one that every host can reach).
 
     Args:
-        directory: where checkpoints go, one sub-folder per step.
+        directory: where checkpoints go, one sub-folder per step: a local or shared
+            file system path, or a location Orbax can write to, such as ``gs://...``.
         max_to_keep: how many of the latest checkpoints to keep.
 
     Example:
@@ -65,7 +66,9 @@ class Checkpoints:
         options = ocp.CheckpointManagerOptions(
             max_to_keep=check_int("max_to_keep", max_to_keep), create=True
         )
-        self.directory = os.path.abspath(os.fspath(directory))
+        path = os.fspath(directory)
+        # Local paths are made absolute; Orbax takes remote ones (gs://...) as they are.
+        self.directory = path if "://" in path else os.path.abspath(path)
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
     def latest_step(self) -> int | None:

@@ -89,7 +89,10 @@ def train(
     if checkpoints is not None and checkpoints.latest_step() is not None:
         params, done = checkpoints.restore(model=params, pipeline=pipeline)
     if jax.process_index() == 0:
-        print(f"{jax.process_count()} processes, {jax.device_count()} devices, from step {done}")
+        count = jax.process_count()
+        print(
+            f"{count} process{'es' * (count > 1)}, {jax.device_count()} devices, from step {done}"
+        )
     iterator = iter(pipeline)
     while done < steps:
         try:

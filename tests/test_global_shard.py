@@ -174,7 +174,9 @@ def test_replicas_with_different_data_are_named(mesh_2d: Mesh) -> None:
     with pytest.raises(ValueError) as caught:
         global_arrays._check_agreement(messages, _plan(mesh_2d))
     message = str(caught.value)
-    assert message.startswith("Processes [0, 1] all hold rows 8-15 of batch['x'] under this")
+    assert message.startswith(
+        "Processes [0, 1] all hold rows 8-15 of batch['x'] (of the 16-row global batch"
+    )
     assert "passed different data" in message and "shard_data(data, sharding=sharding)" in message
 
 

@@ -218,7 +218,10 @@ def test_replicas_that_differ_raise_on_every_host(two_host_runs: list[ProcessRes
         messages = run.value["conflicts"]
         text = messages["grain_bounds"]
         # Each host passed 8 rows, so the global batch has 8 and both hosts hold all of it.
-        assert text.startswith("Processes [0, 1] all hold rows 0-3 of batch['id'] under this")
+        assert text.startswith(
+            "Processes [0, 1] all hold rows 0-3 of batch['id'] (of the 8-row global batch their "
+            "row counts make) under this sharding"
+        )
         assert "(mesh axis 'model' spans them), but passed different data" in text
         assert "shard_data(data, sharding=sharding)" in text
         assert messages["seconds"] < 10

@@ -19,7 +19,7 @@ Checker = Callable[[Any], "Feedback"]
 _CHECKERS: dict[str, tuple[Checker, str]] = {}
 
 
-class NotAnswered(Exception):  # noqa: N818 (a signal, not an error)
+class NotAnswered(Exception):  # a signal that the placeholder is still there, not an error
     """Raised inside a checker when the answer is still the placeholder."""
 
 

@@ -183,7 +183,10 @@ def _check_leaf(position: int, leaf: _Leaf, messages: list[dict[str, Any]]) -> N
             across = f" ({describe_axes(axes)} spans them)" if axes else ""
             if shape:
                 start, stop = (int(n) for n in key.split(",")[0].split(":"))
-                part = f"rows {start}-{stop - 1} of {leaf.name}"
+                part = (
+                    f"rows {start}-{stop - 1} of {leaf.name} (of the {shape[0]}-row global "
+                    "batch their row counts make)"
+                )
             else:
                 part = f"{leaf.name} (a 0-d leaf, replicated on every device)"
             raise ValueError(
