@@ -174,6 +174,23 @@ def test_an_invalid_choice_shows_the_library_error_and_recovers(changes, expecte
     assert pg._shown.layout.display is None
 
 
+def test_an_unexpected_failure_is_shown_and_the_next_change_recovers(monkeypatch) -> None:
+    from datarax.viz import _playground
+
+    pg = viz.playground()
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("renderer gone")
+
+    monkeypatch.setattr(_playground, "plot_sharding", broken)
+    pg.controls["batch_size"].value = 32  # must not raise into the kernel
+    assert pg.view is None and pg.message == "Unexpected RuntimeError: renderer gone"
+    assert "renderer gone" in pg.outputs["error"].value
+    monkeypatch.undo()
+    pg.controls["batch_size"].value = 64
+    check_views(pg)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [

@@ -137,7 +137,9 @@ class Playground:
         self.widget = widgets.VBox(
             [
                 widgets.HTML("<h3>Sharding playground</h3>"),
-                widgets.HBox([self.controls.box(), views]),
+                widgets.HBox(  # the views go under the controls in a narrow notebook
+                    [self.controls.box(), views], layout=widgets.Layout(flex_flow="row wrap")
+                ),
                 note,
             ]
         )
@@ -153,7 +155,7 @@ class Playground:
         self._redraw = Debounce(self.refresh, _DEBOUNCE_S)
         for key, widget in self.controls.widgets.items():
             widget.observe(lambda change, key=key: self._changed(key), names="value")
-        tabs.observe(lambda change: self._draw_pictures(), names="selected_index")
+        tabs.observe(lambda change: self._draw_pictures_safely(), names="selected_index")
         self.refresh()
 
     def _changed(self, key: str) -> None:
@@ -182,11 +184,7 @@ class Playground:
         except Exception as error:  # the kernel stays usable whatever went wrong
             self.view, self.message = None, f"Unexpected {type(error).__name__}: {error}"
         self._show()
-        try:
-            self._draw_pictures()
-        except Exception as error:
-            self.view, self.message = None, f"Unexpected {type(error).__name__}: {error}"
-            self._show()
+        self._draw_pictures_safely()
         self.updates += 1
         self.last_update_s = time.perf_counter() - started
 
@@ -209,6 +207,13 @@ class Playground:
                 self._pictures.popitem(last=False)
         self._pictures.move_to_end(key)
         return self._pictures[key]
+
+    def _draw_pictures_safely(self) -> None:
+        try:
+            self._draw_pictures()
+        except Exception as error:  # shown in the widget, never raised into the kernel
+            self.view, self.message = None, f"Unexpected {type(error).__name__}: {error}"
+            self._show()
 
     def _draw_pictures(self) -> None:
         """Draws the picture of the tab that is open; the other waits until it is opened."""
