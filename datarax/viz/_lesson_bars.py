@@ -20,7 +20,7 @@ REAL, PADDING, EXACT = DEVICE_PALETTE[0], DEVICE_PALETTE[1], HOST_PALETTE[0]
 
 def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    figure.savefig(buffer, format="png", pil_kwargs={"compress_level": 1})
     return buffer.getvalue()
 
 
@@ -78,7 +78,16 @@ def plot_mask(masks: Any, *, title: str | None = None) -> MaskPlot:
     panels = dict(masks) if isinstance(masks, Mapping) else {"": masks}
     found = {name: _blocks_of(mask) for name, mask in panels.items()}
     rows = max(len(blocks) for blocks in found.values())
-    figure = Figure(figsize=(4.6 * len(found) + 0.4, 0.32 * rows + 1.5), layout="constrained")
+    # Fixed margins, in inches: a constrained layout would cost as much as the drawing.
+    width_in, height_in = 5.9 * len(found), 0.32 * rows + 1.6
+    figure = Figure(figsize=(width_in, height_in))
+    figure.subplots_adjust(
+        left=1.6 / width_in,
+        right=1 - 0.15 / width_in,
+        bottom=1.0 / height_in,
+        top=1 - 0.45 / height_in,
+        wspace=2.1 / 5.9,
+    )
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, len(found), squeeze=False)[0]
     counts: dict[str, dict[tuple[int, ...], tuple[int, int]]] = {}
@@ -86,14 +95,17 @@ def plot_mask(masks: Any, *, title: str | None = None) -> MaskPlot:
         counts[name] = {}
         width = max(len(block) for _, _, block in blocks)
         for y, (ids, _, block) in enumerate(blocks):
-            real = np.flatnonzero(block)
-            padding = np.flatnonzero(~block)
-            ax.barh([y] * len(real), 0.9, left=real, height=0.8, color=REAL)
-            bars = ax.barh([y] * len(padding), 0.9, left=padding, height=0.8, color=PADDING)
-            for bar in bars:
-                bar.set(hatch=COPIES_HATCH, edgecolor=hatch_color(PADDING), linewidth=0)
-            ax.text(width + 0.5, y, f"{len(real)} + {len(padding)}", va="center", fontsize=8)
-            counts[name][ids] = (len(real), len(padding))
+            real, padding = int(block.sum()), int((~block).sum())
+            for rows, color in ((np.flatnonzero(block), REAL), (np.flatnonzero(~block), PADDING)):
+                runs = np.split(rows, np.flatnonzero(np.diff(rows) > 1) + 1) if len(rows) else []
+                spans = [(int(run[0]), len(run)) for run in runs]
+                bars = ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=color)
+                if color == PADDING:
+                    bars.set(hatch=COPIES_HATCH, edgecolor=hatch_color(PADDING), linewidth=0)
+            ax.text(width + 0.5, y, f"{real} + {padding}", va="center", fontsize=8)
+            counts[name][ids] = (real, padding)
+        if width <= 64:  # a thin line between rows, while rows are wide enough to see
+            ax.vlines(range(1, width), -0.5, len(blocks) - 0.5, colors="white", linewidth=0.6)
         labels = [
             f"rows {start}-{start + len(block) - 1}: device {','.join(map(str, ids))}"
             for ids, start, block in blocks
@@ -107,7 +119,7 @@ def plot_mask(masks: Any, *, title: str | None = None) -> MaskPlot:
         Patch(facecolor=REAL, label="real row"),
         Patch(facecolor=PADDING, hatch=COPIES_HATCH, edgecolor="white", label="padding"),
     ]
-    figure.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    figure.legend(handles=handles, loc="lower center", ncols=2, frameon=False)
     if title:
         figure.suptitle(title, fontsize=10)
     return MaskPlot(figure, counts)
@@ -168,7 +180,11 @@ def plot_estimates(
         EXACT if label == exact else REAL if equal else PADDING
         for label, equal in zip(labels, same, strict=True)
     ]
-    figure = Figure(figsize=(10.0, 0.55 * len(labels) + 1.3), layout="constrained")
+    height_in = 0.55 * len(labels) + 1.3
+    figure = Figure(figsize=(10.0, height_in))  # fixed margins: see plot_mask
+    figure.subplots_adjust(
+        left=0.24, right=0.98, bottom=0.6 / height_in, top=1 - 0.4 / height_in, wspace=0.08
+    )
     FigureCanvasAgg(figure)
     left, right = figure.subplots(1, 2, sharey=True)
     y = np.arange(len(labels))

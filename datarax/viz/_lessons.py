@@ -28,7 +28,7 @@ class _Figure:
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png")
+        self.figure.savefig(buffer, format="png", pil_kwargs={"compress_level": 1})
         return buffer.getvalue()
 
 
@@ -236,8 +236,10 @@ def plot_host_rows(
         raise ValueError("plot_host_rows needs at least one sharding.")
     ledgers = {label: RowLedger(s, num_rows, host_of=host_of) for label, s in shardings.items()}
     bars = [(label, host) for label, ledger in ledgers.items() for host in ledger.hosts]
-    figure = Figure(figsize=(9.0, 0.45 * len(bars) + 0.35 * len(ledgers) + 1.0))
-    figure.set_layout_engine("constrained")
+    height_in = 0.45 * len(bars) + 0.35 * len(ledgers) + 1.3
+    figure = Figure(figsize=(9.0, height_in))  # fixed margins: a layout engine costs more
+    top = 1 - (0.5 if title else 0.2) / height_in
+    figure.subplots_adjust(left=0.1, right=0.85, bottom=0.95 / height_in, top=top)
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
     spans: dict[tuple[str, int], tuple[tuple[int, int], ...]] = {}
@@ -274,7 +276,7 @@ def plot_host_rows(
     if any(shared.values()):
         hatched = Patch(facecolor="white", edgecolor="#555555", hatch=COPIES_HATCH)
         hatched.set_label("hatched: rows that several hosts hold")
-        figure.legend(handles=[hatched], loc="outside lower center", frameon=False, fontsize=9)
+        figure.legend(handles=[hatched], loc="lower center", frameon=False, fontsize=9)
     if title:
         figure.suptitle(title, fontsize=10)
     return HostRowsPlot(figure, spans, shared)
