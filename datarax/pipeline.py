@@ -161,6 +161,7 @@ class Pipeline:
             )
         self.sharding = None if sharding is None else check_sharding_type(sharding)
         self._ledgers: dict[int, RowLedger] = {}
+        self._plans: dict[tuple[Any, ...], Any] = {}  # per batch size: this host's rows
         if self.sharding is not None:
             self._ledger(batch)  # raises now if the global batch does not fit the sharding
             if rows % batch and not self.drop_remainder:
@@ -257,11 +258,35 @@ class Pipeline:
         stop = min(start + self.batch_size, self.source_length)
         if self.sharding is None:
             return slice(start, stop) if order is None else order[start:stop]
-        mine = self._ledger(stop - start).blocks_of_host(jax.process_index())
-        if order is None and len(mine) == 1:
-            return slice(start + mine[0][0], start + mine[0][1])
-        positions = np.concatenate([np.arange(a, b) for a, b in mine] or [np.zeros(0, int)])
-        return (np.arange(start, stop) if order is None else order[start:stop])[positions]
+        positions = self._positions(stop - start)
+        if isinstance(positions, slice):
+            shifted = slice(start + positions.start, start + positions.stop)
+            return shifted if order is None else order[shifted]
+        return start + positions if order is None else order[start:stop][positions]
+
+    def _positions(self, rows: int) -> slice | np.ndarray:
+        """Where this host's rows sit in a global batch of `rows` rows (computed once)."""
+        key = ("rows", rows)
+        if key not in self._plans:
+            mine = self._ledger(rows).blocks_of_host(jax.process_index())
+            if len(mine) <= 1:
+                start, stop = mine[0] if mine else (0, 0)
+                self._plans[key] = slice(start, stop)
+            else:
+                self._plans[key] = np.concatenate([np.arange(a, b) for a, b in mine])
+        return self._plans[key]
+
+    def _trailing(self, rows: int, shape: tuple[int, ...]) -> tuple[slice | np.ndarray, ...]:
+        """This host's part of dimensions 1+ of a leaf (computed once per shape)."""
+        key = ("trailing", rows, shape)
+        if key not in self._plans:
+            index = local_index(self.sharding, (rows, *shape))  # type: ignore[arg-type]
+            whole = [
+                isinstance(p, slice) and p == slice(0, n)
+                for p, n in zip(index[1:], shape, strict=True)
+            ]
+            self._plans[key] = () if all(whole) else index[1:]
+        return self._plans[key]
 
     def _place(self, batch: Batch, rows: int) -> Batch:
         """This host's rows as global arrays (trailing dimensions cut to this host's part)."""
@@ -272,8 +297,7 @@ class Pipeline:
         def trailing(leaf: Any) -> Any:
             if np.ndim(leaf) < 2:
                 return leaf
-            index = local_index(self.sharding, (rows, *np.shape(leaf)[1:]))  # type: ignore[arg-type]
-            for dim, part in enumerate(index[1:], start=1):
+            for dim, part in enumerate(self._trailing(rows, np.shape(leaf)[1:]), start=1):
                 leaf = leaf[(slice(None),) * dim + (part,)]
             return leaf
 

@@ -134,6 +134,7 @@ class RowLedger:
         self._stops = np.array([stop for _, stop in spans], dtype=np.int64)
         self._hosts = _hosts(devices, host_of)
         self.hosts: tuple[int, ...] = tuple(int(h) for h in np.unique(self._hosts))
+        self._host_numbers = {host: number for number, host in enumerate(self.hosts)}
         order = np.lexsort((self._starts, self._hosts))
         self._by_host = order
         self._host_edges = np.searchsorted(self._hosts[order], [*self.hosts, np.inf])
@@ -145,9 +146,9 @@ class RowLedger:
         return self._positions[device_id]
 
     def _host_positions(self, host: int) -> np.ndarray:
-        if host not in self.hosts:
+        number = self._host_numbers.get(host)
+        if number is None:
             return np.zeros(0, dtype=np.int64)
-        number = self.hosts.index(host)
         return self._by_host[self._host_edges[number] : self._host_edges[number + 1]]
 
     def host_of_device(self, device: Any) -> int:
