@@ -132,7 +132,7 @@ class Playground:
         note = widgets.HTML(f'<p style="font-size:11px;color:#666">{pages.KERNEL_NOTE}</p>')
         views = widgets.VBox(
             [self.outputs["status"], self.outputs["error"], self._shown],
-            layout=widgets.Layout(flex="1 1 auto", min_width="0"),
+            layout=widgets.Layout(flex="1 1 420px", min_width="0"),
         )
         self.widget = widgets.VBox(
             [
