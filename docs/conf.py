@@ -44,6 +44,10 @@ nb_execution_timeout = 180
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_merge_streams = True
+# The playground is a live widget only in a kernel: the site shows the plain-HTML
+# snapshot it also outputs, and loads no widget manager (nothing from a CDN).
+nb_ipywidgets_js: dict[str, dict[str, str]] = {}
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
