@@ -50,7 +50,7 @@ def choose_devices(
         >>> choose_devices("tpu", 8, 8).platform
         'tpu'
     """
-    _check_needed(needed)
+    needed = _check_needed(needed)
     if accelerator_platform is not None and accelerator_count >= needed:
         return DevicePlan(
             accelerator_platform,

@@ -123,6 +123,14 @@ def _collate(records: list[Any], indices: list[int]) -> Any:
                 f"of source[{indices[odd]}] has {shapes[odd]}. Stacking rows needs one shape: "
                 "pad or crop the records in the source."
             )
+        dtypes = [getattr(value, "dtype", None) for value in column]
+        odd = next((k for k, d in enumerate(dtypes) if d is not None and d != dtypes[0]), None)
+        if odd is not None and dtypes[0] is not None:
+            raise ValueError(
+                f"Records differ in dtype: {name} is {dtypes[0]}, but the same leaf of "
+                f"source[{indices[odd]}] is {dtypes[odd]}. Stacking would silently convert "
+                "one of them: give every record the same dtype in the source."
+            )
         batch.append(np.stack(column))
     return jax.tree_util.tree_unflatten(treedef, batch)
 

@@ -325,3 +325,12 @@ def test_hosts_that_feed_a_process_sharder_are_found() -> None:
     assert not make([lambda b: ArraySharder().shard(b, sharding)]).multihost
     assert not make([Shard(sharder, sharding)], multihost=False).multihost
     assert make([], multihost=True).multihost
+
+
+def test_records_of_different_dtypes_are_named_not_promoted() -> None:
+    records = [{"x": np.zeros(2, np.int32)}, {"x": np.zeros(2, np.float32)}]
+    with pytest.raises(
+        ValueError,
+        match=r"source\[0\]\['x'\] is int32, but the same leaf of source\[1\] is float32",
+    ):
+        list(Pipeline(source=records, batch_size=2))

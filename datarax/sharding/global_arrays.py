@@ -106,7 +106,8 @@ def _plan_leaf(name: str, leaf: Any, sharding: Sharding) -> _Leaf:
     shape = tuple(np.shape(leaf))
     leaf_sharding, dtype = sharding, "?"
     try:
-        check_leaf_kind(name, leaf)
+        mine = [d for d in sharding.device_set if d.process_index == jax.process_index()]
+        check_leaf_kind(name, leaf, mine[0] if mine else None)
         dtype = str(jax.dtypes.canonicalize_dtype(np.result_type(leaf)))
         if isinstance(sharding, NamedSharding):
             if len(sharding.spec) > len(shape) and shape:
