@@ -38,6 +38,24 @@ def agree(text: str, what: str | None) -> list[str]:
     return texts
 
 
+def agree_on_batches_left(left: int, epoch: int, uneven_hosts: str) -> int:
+    """How many batches every host runs when each has `left` of `epoch` to go.
+
+    ``"stop"``: the smallest count; ``"raise"``: a ValueError on every host naming each
+    host's count when they differ.
+    """
+    counts = [int(text) for text in agree(str(left), None)]
+    if len(set(counts)) > 1 and uneven_hosts == "raise":
+        listed = ", ".join(f"{c} on process {p}" for p, c in enumerate(counts))
+        raise ValueError(
+            f"The hosts' pipelines have different numbers of batches left in epoch {epoch}: "
+            f"{listed}. Give every host the same number of rows (JaxProcessSharder("
+            "drop_remainder=True) does), or use uneven_hosts='stop' to stop every host at "
+            "the smallest count."
+        )
+    return min(counts)
+
+
 def _reachable(stage: Any, depth: int = 2) -> Iterator[Any]:
     """Objects a stage can reach: itself, a bound method's owner, a partial's parts,
     a function's closure and the globals it names, an nnx.Module's graph."""

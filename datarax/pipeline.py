@@ -27,12 +27,9 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Sharding
 
-from datarax._agreement import agree, feeds_hosts
+from datarax._agreement import agree, agree_on_batches_left, feeds_hosts
+from datarax.global_batches import GlobalBatches
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
-from datarax.sharding.array_sharder import ArraySharder
-from datarax.sharding.global_arrays import make_global
-from datarax.sharding.ledger import RowLedger
-from datarax.sharding.local_shapes import local_index
 from datarax.sources import ArraySource, RandomAccessSource, Rows, read_rows
 
 Batch = Any
@@ -160,12 +157,10 @@ class Pipeline:
                 "batch_size or drop_remainder=False."
             )
         self.sharding = None if sharding is None else check_sharding_type(sharding)
-        self._ledgers: dict[int, RowLedger] = {}
-        self._plans: dict[tuple[Any, ...], Any] = {}  # per batch size: this host's rows
+        self._global = None
         if self.sharding is not None:
-            self._ledger(batch)  # raises now if the global batch does not fit the sharding
-            if rows % batch and not self.drop_remainder:
-                self._ledger(rows % batch)
+            remainder = 0 if self.drop_remainder else rows % batch
+            self._global = GlobalBatches(self.sharding, batch, remainder)
         self.multihost = feeds_hosts(self.stages) if multihost is None else multihost
         self._epoch, self._next_batch = 0, 0
         self._resume = True  # the next iter() continues at (_epoch, _next_batch)
@@ -173,12 +168,6 @@ class Pipeline:
 
     def __len__(self) -> int:
         return self.num_batches
-
-    def _ledger(self, rows: int) -> RowLedger:
-        if rows not in self._ledgers:
-            assert self.sharding is not None
-            self._ledgers[rows] = RowLedger(self.sharding, rows)
-        return self._ledgers[rows]
 
     def epoch_order(self, epoch: int) -> np.ndarray | None:
         """The row order of `epoch` (None when not shuffling: rows in order)."""
@@ -256,52 +245,9 @@ class Pipeline:
         """The global rows of batch `batch_index` that this host reads, in batch order."""
         start = batch_index * self.batch_size
         stop = min(start + self.batch_size, self.source_length)
-        if self.sharding is None:
-            return slice(start, stop) if order is None else order[start:stop]
-        positions = self._positions(stop - start)
-        if isinstance(positions, slice):
-            shifted = slice(start + positions.start, start + positions.stop)
-            return shifted if order is None else order[shifted]
-        return start + positions if order is None else order[start:stop][positions]
-
-    def _positions(self, rows: int) -> slice | np.ndarray:
-        """Where this host's rows sit in a global batch of `rows` rows (computed once)."""
-        key = ("rows", rows)
-        if key not in self._plans:
-            mine = self._ledger(rows).blocks_of_host(jax.process_index())
-            if len(mine) <= 1:
-                start, stop = mine[0] if mine else (0, 0)
-                self._plans[key] = slice(start, stop)
-            else:
-                self._plans[key] = np.concatenate([np.arange(a, b) for a, b in mine])
-        return self._plans[key]
-
-    def _trailing(self, rows: int, shape: tuple[int, ...]) -> tuple[slice | np.ndarray, ...]:
-        """This host's part of dimensions 1+ of a leaf (computed once per shape)."""
-        key = ("trailing", rows, shape)
-        if key not in self._plans:
-            index = local_index(self.sharding, (rows, *shape))  # type: ignore[arg-type]
-            whole = [
-                isinstance(p, slice) and p == slice(0, n)
-                for p, n in zip(index[1:], shape, strict=True)
-            ]
-            self._plans[key] = () if all(whole) else index[1:]
-        return self._plans[key]
-
-    def _place(self, batch: Batch, rows: int) -> Batch:
-        """This host's rows as global arrays (trailing dimensions cut to this host's part)."""
-        assert self.sharding is not None
-        if jax.process_count() == 1:
-            return ArraySharder().shard(batch, self.sharding)
-
-        def trailing(leaf: Any) -> Any:
-            if np.ndim(leaf) < 2:
-                return leaf
-            for dim, part in enumerate(self._trailing(rows, np.shape(leaf)[1:]), start=1):
-                leaf = leaf[(slice(None),) * dim + (part,)]
-            return leaf
-
-        return make_global(jax.tree_util.tree_map(trailing, batch), self.sharding)
+        if self._global is not None:
+            return self._global.rows(order, start, stop)
+        return slice(start, stop) if order is None else order[start:stop]
 
     def _agree_on_epoch(self) -> int:
         """How many batches this epoch runs, agreed with the other hosts when needed."""
@@ -311,16 +257,7 @@ class Pipeline:
             agree(json.dumps(self.get_state(), sort_keys=True), "the pipeline's state")
             return self.num_batches
         left = self.num_batches - self._next_batch
-        counts = [int(text) for text in agree(str(left), None)]
-        if len(set(counts)) > 1 and self.uneven_hosts == "raise":
-            listed = ", ".join(f"{c} on process {p}" for p, c in enumerate(counts))
-            raise ValueError(
-                f"The hosts' pipelines have different numbers of batches left in epoch "
-                f"{self._epoch}: {listed}. Give every host the same number of rows "
-                "(JaxProcessSharder(drop_remainder=True) does), or use "
-                "uneven_hosts='stop' to stop every host at the smallest count."
-            )
-        return self._next_batch + min(counts)
+        return self._next_batch + agree_on_batches_left(left, self._epoch, self.uneven_hosts)
 
     def _produce(self, plan: tuple[np.ndarray | None, int]) -> Batch:
         """The next batch of the epoch `plan` (row order, end), or StopIteration.
@@ -333,9 +270,10 @@ class Pipeline:
             raise StopIteration
         rows = self._rows(order, self._next_batch)
         batch = _run_stage(self.stages, "stages", read_rows(self.source, rows))
-        if self.sharding is not None:
+        if self._global is not None:
             size = min(self.batch_size, self.source_length - self._next_batch * self.batch_size)
-            batch = _run_stage(self.device_stages, "device_stages", self._place(batch, size))
+            placed = self._global.place(batch, size)
+            batch = _run_stage(self.device_stages, "device_stages", placed)
         self._next_batch += 1
         return batch
 

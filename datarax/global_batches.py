@@ -1,0 +1,93 @@
+"""The global side of a `Pipeline`: which rows of each global batch this host reads,
+and how they become the global batch.
+
+For a sharding and a global batch size, the `RowLedger` says which rows of the batch
+this host's devices hold; `GlobalBatches` turns that into the source rows to read for
+batch k (in batch order), and places the rows it read as global `jax.Array`s. Both
+are computed once per batch size (and leaf shape), not once per batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Sharding
+
+from datarax.sharding.array_sharder import ArraySharder
+from datarax.sharding.global_arrays import make_global
+from datarax.sharding.ledger import RowLedger
+from datarax.sharding.local_shapes import local_index
+from datarax.sources import Rows
+
+Index = tuple[slice | np.ndarray, ...]
+
+
+class GlobalBatches:
+    """This host's part of every global batch of `batch_size` rows under `sharding`.
+
+    Raises:
+        ValueError: the global batch (or, when kept, the last partial one of
+            `remainder` rows) does not split the way the sharding needs.
+    """
+
+    def __init__(self, sharding: Sharding, batch_size: int, remainder: int = 0):
+        self.sharding = sharding
+        self._ledgers: dict[int, RowLedger] = {}
+        self._positions: dict[int, slice | np.ndarray] = {}
+        self._trailing: dict[tuple[int, tuple[int, ...]], Index] = {}
+        for rows in (batch_size, remainder):
+            if rows:
+                self.ledger(rows)  # raises now, not at the first batch
+
+    def ledger(self, rows: int) -> RowLedger:
+        """The ledger of a global batch of `rows` rows."""
+        if rows not in self._ledgers:
+            self._ledgers[rows] = RowLedger(self.sharding, rows)
+        return self._ledgers[rows]
+
+    def positions(self, rows: int) -> slice | np.ndarray:
+        """Where this host's rows sit in a global batch of `rows` rows."""
+        if rows not in self._positions:
+            mine = self.ledger(rows).blocks_of_host(jax.process_index())
+            if len(mine) <= 1:
+                start, stop = mine[0] if mine else (0, 0)
+                self._positions[rows] = slice(start, stop)
+            else:
+                self._positions[rows] = np.concatenate([np.arange(a, b) for a, b in mine])
+        return self._positions[rows]
+
+    def rows(self, order: np.ndarray | None, start: int, stop: int) -> Rows:
+        """The source rows this host reads of the batch ``order[start:stop]``, in order."""
+        positions = self.positions(stop - start)
+        if isinstance(positions, slice):
+            shifted = slice(start + positions.start, start + positions.stop)
+            return shifted if order is None else order[shifted]
+        return start + positions if order is None else order[start:stop][positions]
+
+    def _trailing_part(self, rows: int, shape: tuple[int, ...]) -> Index:
+        """This host's part of dimensions 1+ of a leaf; empty when it holds them whole."""
+        key = (rows, shape)
+        if key not in self._trailing:
+            index = local_index(self.sharding, (rows, *shape))
+            whole = [
+                isinstance(p, slice) and p == slice(0, n)
+                for p, n in zip(index[1:], shape, strict=True)
+            ]
+            self._trailing[key] = () if all(whole) else index[1:]
+        return self._trailing[key]
+
+    def place(self, batch: Any, rows: int) -> Any:
+        """This host's rows of a `rows`-row global batch, as global arrays."""
+        if jax.process_count() == 1:
+            return ArraySharder().shard(batch, self.sharding)
+
+        def trailing(leaf: Any) -> Any:
+            if np.ndim(leaf) < 2:
+                return leaf
+            for dim, part in enumerate(self._trailing_part(rows, np.shape(leaf)[1:]), start=1):
+                leaf = leaf[(slice(None),) * dim + (part,)]
+            return leaf
+
+        return make_global(jax.tree_util.tree_map(trailing, batch), self.sharding)
