@@ -28,7 +28,7 @@ from flax import nnx
 from jax.sharding import Sharding
 
 from datarax._agreement import agree, agree_on_batches_left, feeds_hosts
-from datarax.global_batches import GlobalBatches
+from datarax._global_batches import GlobalBatches
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
 from datarax.sources import ArraySource, RandomAccessSource, Rows, read_rows
 
