@@ -31,7 +31,7 @@ PYTHON3 ?= python3
 DEVICE_CHECK_OUT ?= docs/benchmarks
 
 .PHONY: venv test unit tutorials lint lab colab-unit clean bench docs colab newest \
-	device-check binder-check browser-check
+	device-check binder-check browser-check student-notebooks
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -109,6 +109,15 @@ newest:
 device-check:
 	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON3) -m benchmarks.device_check \
 		--out "$(DEVICE_CHECK_OUT)"
+
+## make student-notebooks: copies of the notebooks without the cells tagged "solution"
+## (hidden solutions and the checks that assert them), for a class; in $(STUDENT_NOTEBOOKS).
+STUDENT_NOTEBOOKS ?= build/student-notebooks
+student-notebooks: $(STAMP)
+	$(PY) -m nbconvert --to notebook --output-dir "$(STUDENT_NOTEBOOKS)" \
+		--TagRemovePreprocessor.enabled=True \
+		--TagRemovePreprocessor.remove_cell_tags='["solution"]' \
+		tutorials/[0-9][0-9]_*.ipynb
 
 ## make docs: the site in docs/_build/html; every tutorial executed (cached), warnings are errors.
 docs: $(STAMP)
