@@ -36,6 +36,9 @@ class Feedback:
     def __str__(self) -> str:
         return ("Right: " if self.ok else "Not yet: ") + self.message
 
+    def _ipython_display_(self) -> None:
+        """Shows nothing: `check` has printed the feedback already."""
+
 
 def right(message: str) -> Feedback:
     """The answer is right; `message` says what it got right."""
