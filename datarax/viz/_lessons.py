@@ -74,23 +74,37 @@ def _grid(layout: Any) -> tuple[np.ndarray, tuple[str, str]]:
     return devices, (names[0], names[1])
 
 
-def _panels(shapes: list[tuple[int, ...]]) -> tuple[Figure, list[Any]]:
-    """A figure with one axes per grid shape, in rows of at most `_MAX_WIDTH_IN`."""
-    widths = [cols * _CELL_IN + 0.7 for _, cols in shapes]
+def _panels(shapes: list[tuple[int, ...]], legend: bool) -> tuple[Figure, list[Any]]:
+    """A figure with one axes per grid shape, in rows of at most `_MAX_WIDTH_IN`.
+
+    Axes are placed at fixed inches (a layout engine would cost as much as drawing):
+    each panel gets room for its tick labels and axis names on the left and below, and
+    for its title above; `legend` adds a strip at the bottom.
+    """
+    left, right, below, above = 0.75, 0.15, 0.65, 0.4
+    widths = [cols * _CELL_IN + left + right for _, cols in shapes]
     rows: list[list[int]] = [[]]
     for number, width in enumerate(widths):
         if rows[-1] and sum(widths[n] for n in rows[-1]) + width > _MAX_WIDTH_IN:
             rows.append([])
         rows[-1].append(number)
-    heights = [max(shapes[n][0] for n in row) * _CELL_IN + 0.9 for row in rows]
-    row_width = max(sum(widths[n] for n in row) for row in rows)
-    figure = Figure(figsize=(row_width + 0.2, sum(heights) + 0.4), layout="constrained")
+    heights = [max(shapes[n][0] for n in row) * _CELL_IN + below + above for row in rows]
+    strip = 0.55 if legend else 0.0
+    fig_w = max(sum(widths[n] for n in row) for row in rows)
+    fig_h = sum(heights) + strip
+    figure = Figure(figsize=(fig_w, fig_h))
     FigureCanvasAgg(figure)
-    parts = figure.subfigures(len(rows), 1, height_ratios=heights, squeeze=False)[:, 0]
     axes: list[Any] = []
-    for part, row in zip(parts, rows, strict=True):
-        ratios = [widths[n] for n in row]
-        axes.extend(part.subplots(1, len(row), squeeze=False, width_ratios=ratios)[0])
+    top = fig_h
+    for row, height in zip(rows, heights, strict=True):
+        x = (fig_w - sum(widths[n] for n in row)) / 2
+        for number in row:
+            grid_h, grid_w = shapes[number][0] * _CELL_IN, shapes[number][1] * _CELL_IN
+            y = top - above - grid_h
+            box = ((x + left) / fig_w, y / fig_h, grid_w / fig_w, grid_h / fig_h)
+            axes.append(figure.add_axes(box))
+            x += widths[number]
+        top -= height
     return figure, axes
 
 
@@ -144,7 +158,7 @@ def plot_devices(
     hosts = _host_map(list(every.values()), host_of)
     ranks = {device_id: rank for rank, device_id in enumerate(sorted(every))}
     fills = device_colors(len(ranks))
-    figure, panels = _panels([grid.shape for grid, _ in grids])
+    figure, panels = _panels([grid.shape for grid, _ in grids], this_host is not None)
     addressable = set()
     for number, (ax, (grid, (row_name, col_name))) in enumerate(zip(panels, grids, strict=True)):
         for (row, col), device in np.ndenumerate(grid):
@@ -175,7 +189,7 @@ def plot_devices(
                 Patch(facecolor=host_colors(this_host + 1)[this_host], label="addressable"),
                 Patch(facecolor="white", edgecolor="#555555", linestyle="--", label="not"),
             ],
-            loc="outside lower center",
+            loc="lower center",
             ncols=2,
             frameon=False,
             fontsize=9,
