@@ -28,6 +28,7 @@ class Options:
     kwargs: dict[str, Any]
     timeout_s: float
     init_timeout_s: int
+    shutdown_timeout_s: int
     env: dict[str, str]
 
 
@@ -106,6 +107,7 @@ def check(
     kwargs: object,
     timeout_s: object,
     init_timeout_s: object,
+    shutdown_timeout_s: object,
     env: object,
 ) -> Options:
     """Every argument of `launch_local` but the target, checked; `script`: a script target.
@@ -139,6 +141,14 @@ def check(
             _seconds(
                 "init_timeout_s",
                 init_timeout_s,
+                f"a number of seconds from 1 to {MAX_INIT_TIMEOUT_S}",
+                lambda s: 1 <= s <= MAX_INIT_TIMEOUT_S,
+            )
+        ),
+        shutdown_timeout_s=math.ceil(
+            _seconds(
+                "shutdown_timeout_s",
+                shutdown_timeout_s,
                 f"a number of seconds from 1 to {MAX_INIT_TIMEOUT_S}",
                 lambda s: 1 <= s <= MAX_INIT_TIMEOUT_S,
             )

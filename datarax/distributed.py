@@ -121,6 +121,7 @@ def launch_local(
     kwargs: Mapping[str, Any] | None = None,
     timeout_s: float = 120.0,
     init_timeout_s: float = 30,
+    shutdown_timeout_s: float = 10,
     env: Mapping[str, str] | None = None,
 ) -> list[ProcessResult]:
     """Runs `target` on every process of a fresh local JAX cluster; returns each result.
@@ -147,6 +148,9 @@ def launch_local(
             seconds: finite and above 0.
         init_timeout_s: how long processes wait for each other to join, from 1 to
             3600 seconds (rounded up to whole seconds).
+        shutdown_timeout_s: how long a process that has returned waits for the others
+            before the cluster gives up on them, from 1 to 3600 seconds (rounded up;
+            jax 0.7 ignores it, and the launcher's `timeout_s` bounds the wait).
         env: extra environment variables for the processes, str names to str values.
 
     Returns:
@@ -176,6 +180,7 @@ def launch_local(
         kwargs=kwargs,
         timeout_s=timeout_s,
         init_timeout_s=init_timeout_s,
+        shutdown_timeout_s=shutdown_timeout_s,
         env=env,
     )
     count = options.num_processes
@@ -188,7 +193,7 @@ def launch_local(
         "devices_per_process": options.devices_per_process,
         "init_timeout_s": options.init_timeout_s,
         "heartbeat_timeout_s": 10,
-        "shutdown_timeout_s": 10,
+        "shutdown_timeout_s": options.shutdown_timeout_s,
         "sys_path": [entry for entry in sys.path if entry],
     }
     try:

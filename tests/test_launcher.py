@@ -192,6 +192,8 @@ FUNCTION_CASES = [
     ({"init_timeout_s": 0}, ValueError, "init_timeout_s must be a number of seconds from 1"),
     ({"init_timeout_s": 3601}, ValueError, "from 1 to 3600, got 3601."),
     ({"init_timeout_s": "30"}, TypeError, "got '30' (str)."),
+    ({"shutdown_timeout_s": 0}, ValueError, "shutdown_timeout_s must be a number of seconds"),
+    ({"shutdown_timeout_s": math.inf}, ValueError, "from 1 to 3600, got inf."),
     ({"env": {"A": 1}}, TypeError, "env must map str names to str values, got the entry 'A'"),
     ({"env": ["A"]}, TypeError, "env must be a mapping of str names to str values"),
     ({"env": {"A=B": "1"}}, ValueError, "free of '=' and NUL, and values free of NUL"),
