@@ -8,8 +8,11 @@ EXTRAS ?= tests,tutorials,docs,dev,browser
 export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export JAX_PLATFORMS ?= cpu
 
-# A notebook takes 5-15 s here; a cell that hangs fails after 120 s (nbmake waits 300 s).
-NBMAKE := --nbmake --nbmake-timeout=120
+# A notebook takes 6-27 s here; a cell that hangs fails after 120 s (nbmake waits 300 s).
+# Two notebooks run at a time (pytest-xdist): most of a notebook's time is starting its
+# kernel and JAX, or its local clusters' processes, which leave the other core idle.
+NB_WORKERS ?= 2
+NBMAKE := --nbmake --nbmake-timeout=120 -n $(NB_WORKERS)
 
 COLAB_VENV ?= .venv-colab
 COLAB_PINS := jax==0.7.2 jaxlib==0.7.2 flax==0.11.2
@@ -43,7 +46,8 @@ venv: $(STAMP)
 
 ## make test: lint, type check, unit and multi-process tests, doctests and every notebook.
 test: lint
-	$(PY) -m pytest tests datarax tutorials $(NBMAKE)
+	$(PY) -m pytest tests datarax
+	$(PY) -m pytest tutorials $(NBMAKE)
 
 ## make unit: the unit tests and doctests only.
 unit: $(STAMP)
@@ -83,7 +87,8 @@ colab: $(COLAB_VENV)/.installed
 	found = (sys.version_info[:2], jax.__version__, jaxlib.__version__, flax.__version__); \
 	print('python %d.%d, jax %s, jaxlib %s, flax %s' % (*found[0], *found[1:])); \
 	assert found == ((3, 11), '0.7.2', '0.7.2', '0.11.2'), found"
-	$(COLAB_VENV)/bin/python -m pytest tests datarax tutorials $(NBMAKE) -p no:cacheprovider
+	$(COLAB_VENV)/bin/python -m pytest tests datarax -p no:cacheprovider
+	$(COLAB_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider
 
 ## make newest: the tests and every notebook on the newest jax and flax pip resolves, in
 ## $(NEWEST_VENV) on the newest Python here; prints the versions it tested.
@@ -99,7 +104,8 @@ newest:
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
 		-e ".[tests,tutorials]" jax jaxlib flax
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
-	$(NEWEST_VENV)/bin/python -m pytest tests datarax tutorials $(NBMAKE) -p no:cacheprovider \
+	{ $(NEWEST_VENV)/bin/python -m pytest tests datarax -p no:cacheprovider \
+		&& $(NEWEST_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider; } \
 		|| { $(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"; exit 1; }
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
 
