@@ -37,6 +37,9 @@ class GlobalBatches:
         self._ledgers: dict[int, RowLedger] = {}
         self._positions: dict[int, slice | np.ndarray] = {}
         self._trailing: dict[tuple[int, tuple[int, ...]], Index] = {}
+        # Only a spec with entries after the first can split dimensions 1+ across hosts.
+        spec = getattr(sharding, "spec", None)
+        self._splits_trailing = spec is None or any(entry is not None for entry in spec[1:])
         for rows in (batch_size, remainder):
             if rows:
                 self.ledger(rows)  # raises now, not at the first batch
@@ -82,6 +85,8 @@ class GlobalBatches:
         """This host's rows of a `rows`-row global batch, as global arrays."""
         if jax.process_count() == 1:
             return ArraySharder().shard(batch, self.sharding)
+        if not self._splits_trailing:
+            return make_global(batch, self.sharding)
 
         def trailing(leaf: Any) -> Any:
             if np.ndim(leaf) < 2:

@@ -13,7 +13,10 @@ order without shuffle), for any number of processes and devices. Each host reads
 from the source only the rows its devices hold under S (the `RowLedger`), runs
 `stages` on them (host side, numpy), builds the global `jax.Array` batch, then runs
 `device_stages` on it. The state (`get_state`) names no process or device, so a job
-saved on 2 hosts resumes at exactly the next batch on 1 or 4.
+saved on 2 hosts resumes at exactly the next batch on 1 or 4. The hosts compare their
+states when iteration starts and after every `set_state` (an error on every host if
+they differ: another source, batch size, seed or position); every later epoch follows
+from that state alike on every host.
 """
 
 from __future__ import annotations
@@ -165,6 +168,7 @@ class Pipeline:
         self._epoch, self._next_batch = 0, 0
         self._resume = True  # the next iter() continues at (_epoch, _next_batch)
         self._generation = 0
+        self._agreed = False  # whether the hosts have compared their global states
 
     def __len__(self) -> int:
         return self.num_batches
@@ -230,6 +234,7 @@ class Pipeline:
         self._epoch, self._next_batch = epoch, batch_index
         self._resume = True
         self._generation += 1  # an iterator made before would go on from elsewhere
+        self._agreed = False
 
     def __iter__(self) -> Iterator[Batch]:
         if self._resume:
@@ -254,7 +259,12 @@ class Pipeline:
         if jax.process_count() == 1 or not (self.sharding is not None or self.multihost):
             return self.num_batches
         if self.sharding is not None:
-            agree(json.dumps(self.get_state(), sort_keys=True), "the pipeline's state")
+            # A global epoch's batches follow from the state; once the hosts have found
+            # their states equal, at the start or after set_state, the epochs after it
+            # stay equal without another exchange (which would also wait for the slowest).
+            if not self._agreed:
+                agree(json.dumps(self.get_state(), sort_keys=True), "the pipeline's state")
+                self._agreed = True
             return self.num_batches
         left = self.num_batches - self._next_batch
         return self._next_batch + agree_on_batches_left(left, self._epoch, self.uneven_hosts)

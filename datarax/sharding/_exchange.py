@@ -15,6 +15,7 @@ from datarax._compat import coordinator_client
 
 EXCHANGE_TIMEOUT_S = 120.0
 _KEY_PREFIX = "datarax/exchange"
+_BLOCK = 64  # rounds whose keys are removed together, once all processes are past them
 _rounds_done = [0]
 
 
@@ -37,18 +38,16 @@ def exchange(text: str, what: str = "shard()", timeout_s: float = EXCHANGE_TIMEO
         return exchange_with_allgather(text)
     round_index = _rounds_done[0]
     _rounds_done[0] += 1
-    client.key_value_set(f"{_KEY_PREFIX}/{round_index}/{me}", text)
+    block, place = divmod(round_index, _BLOCK)
+    key = f"{_KEY_PREFIX}/{block}/{place}"
+    client.key_value_set(f"{key}/{me}", text)
     texts = []
     for process in range(count):
         if process == me:
             texts.append(text)
             continue
         try:
-            texts.append(
-                client.blocking_key_value_get(
-                    f"{_KEY_PREFIX}/{round_index}/{process}", int(timeout_s * 1000)
-                )
-            )
+            texts.append(client.blocking_key_value_get(f"{key}/{process}", int(timeout_s * 1000)))
         except Exception as error:  # the client raises its own runtime error type
             raise RuntimeError(
                 f"Process {process} did not reach exchange #{round_index} of {what} within "
@@ -56,8 +55,10 @@ def exchange(text: str, what: str = "shard()", timeout_s: float = EXCHANGE_TIMEO
                 "same number of times, in the same order, with batches of the same "
                 f"structure. ({type(error).__name__}: {error})"
             ) from None
-    if round_index:  # every peer has published this round, so all have read the last one
-        client.key_value_delete(f"{_KEY_PREFIX}/{round_index - 1}/{me}")
+    if me == 0 and place == 0 and block >= 2:
+        # Every peer has published this round, so every earlier block has been read in
+        # full: one call removes a whole block of finished rounds (a directory).
+        client.key_value_delete(f"{_KEY_PREFIX}/{block - 2}")
     return texts
 
 

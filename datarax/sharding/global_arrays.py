@@ -216,10 +216,7 @@ def make_global(batch: Any, sharding: Sharding, every_batch: bool = False) -> An
             fit the sharding. Raised on every host.
     """
     check_sharding_type(sharding)
-    if isinstance(sharding, NamedSharding):
-        check_spec_against_mesh(sharding.spec, dict(sharding.mesh.shape))
-    path_leaves, treedef = jax.tree_util.tree_flatten_with_path(batch)
-    leaves = [leaf for _, leaf in path_leaves]
+    leaves, treedef = jax.tree_util.tree_flatten(batch)
     for leaf in leaves:
         if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
             raise TypeError(
@@ -235,6 +232,9 @@ def make_global(batch: Any, sharding: Sharding, every_batch: bool = False) -> An
     known = _plans.get(key)
     fresh = known is None
     if known is None:
+        if isinstance(sharding, NamedSharding):
+            check_spec_against_mesh(sharding.spec, dict(sharding.mesh.shape))
+        path_leaves = jax.tree_util.tree_flatten_with_path(batch)[0]
         plan = [_plan_leaf(leaf_name(path), leaf, sharding) for path, leaf in path_leaves]
         holders = {d.process_index for d in sharding.device_set}
         known = (plan, len(holders) < jax.process_count())
