@@ -100,7 +100,7 @@ def _rows_read(sharding: Sharding, source: dict[str, np.ndarray], batches: int) 
     return counting.rows_per_read
 
 
-def measure_on_each_host(rounds: int = 20) -> dict[str, Any]:
+def measure_on_each_host(rounds: int = 40) -> dict[str, Any]:
     """Runs on every process: throughput of both loops, and the rows each read asked for."""
     sharding = NamedSharding(Mesh(_by_host().reshape(-1), ("data",)), P("data"))
     source = _source(NUM_BATCHES * BATCH_SIZE)
