@@ -2,14 +2,16 @@
 
 The example training script runs on a 2-process cluster, saving an Orbax checkpoint
 every 2 steps; its last process kills itself (SIGKILL) after step 3. A 4-process
-cluster then resumes from the step-2 checkpoint. Every step's global rows and the
-final parameters must equal those of an uninterrupted single-process run.
+cluster then resumes from the step-2 checkpoint, and so does this test's own process
+(one process, 8 devices) from a copy of it. Every step's global rows and the final
+parameters must equal those of an uninterrupted single-process run.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ def _log(path: Path) -> dict[int, dict[str, Any]]:
     return {line["step"]: line for line in lines}
 
 
-def test_preempted_on_2_processes_resumed_on_4(tmp_path: Path) -> None:
+def test_preempted_on_2_processes_resumed_on_4_and_on_1(tmp_path: Path) -> None:
     reference_log = tmp_path / "reference.jsonl"
     reference = _example().train(STEPS, log_rows=str(reference_log))
     args = ["--steps", str(STEPS), "--checkpoint-dir", str(tmp_path / "ckpt"), "--save-every", "2"]
@@ -51,6 +53,13 @@ def test_preempted_on_2_processes_resumed_on_4(tmp_path: Path) -> None:
     assert killed.value.process_index == 1 and "killed by SIGKILL" in str(killed.value)
     before = _log(log)
     assert sorted(before) == [1, 2, 3]  # step 3 ran but was not saved: it is redone
+    # The same checkpoint resumed alone, in this process (8 devices), from a copy.
+    alone_log = tmp_path / "alone.jsonl"
+    shutil.copy(log, alone_log)
+    shutil.copytree(tmp_path / "ckpt", tmp_path / "ckpt-alone")
+    alone = _example().train(
+        STEPS, checkpoint_dir=str(tmp_path / "ckpt-alone"), save_every=2, log_rows=str(alone_log)
+    )
     runs = launch_local(
         SCRIPT, num_processes=4, args=[*args, "--log-rows", str(log)], timeout_s=120
     )
@@ -60,5 +69,9 @@ def test_preempted_on_2_processes_resumed_on_4(tmp_path: Path) -> None:
     assert sorted(resumed) == list(range(1, STEPS + 1))
     for step in range(1, STEPS + 1):
         assert resumed[step]["rows"] == expected[step]["rows"], step
+    on_one = _log(alone_log)
+    for step in range(1, STEPS + 1):
+        assert resumed[step]["rows"] == on_one[step]["rows"] == expected[step]["rows"], step
     for name, value in reference["params"].items():
         np.testing.assert_allclose(resumed[STEPS]["params"][name], value, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(alone["params"][name], value, rtol=1e-5, atol=1e-6)
