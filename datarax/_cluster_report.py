@@ -145,7 +145,7 @@ def report(
             )
         else:
             lines.append(f"Process {culprit} of {count} {how_it_ended(code)}.")
-        gave_up = [i for i in range(count) if _returned(records[i]) and codes[i] not in (None, 0)]
+        gave_up = [i for i in range(count) if _returned(records[i]) and codes[i] != 0]
         if record is None and gave_up:
             who = f"process {gave_up[0]}" if len(gave_up) == 1 else f"processes {gave_up}"
             lines.append(f"Its target never returned, and {who}, done, gave up waiting for it.")

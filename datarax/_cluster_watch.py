@@ -32,12 +32,15 @@ def watch(
     job_dir: Path,
     timeout_s: float,
     join_deadline_s: float,
+    shutdown_timeout_s: float,
 ) -> tuple[int | None, str, list[int | None]]:
     """Waits until all exit, one fails (then `GRACE_S` more), or time runs out.
 
     A process fails when it exits with a non-zero code, or with code 0 but no result
     file (it left its target early, e.g. through ``os._exit``). One thread per process
-    waits for it, so failures are seen in the order they happen.
+    waits for it, so failures are seen in the order they happen. Once a process has
+    returned, the others get `shutdown_timeout_s` (and `GRACE_S`) to return too: newer
+    jax aborts the waiting processes itself by then, jax 0.7 would wait 5 minutes.
 
     Returns:
         The first process that failed (None if none did), why the launcher stopped
@@ -53,11 +56,24 @@ def watch(
         ).start()
     codes: list[int | None] = [None] * len(processes)
     start = time.monotonic()
-    first, reason, failed_at = None, "", None
+    first, reason, failed_at, returned_at = None, "", None, None
+    results = [job_dir / f"result-{i}.pkl" for i in range(len(processes))]
     while None in codes:
         now = time.monotonic()
         if failed_at is not None and now - failed_at > GRACE_S:
             break
+        if returned_at is None:
+            returned = [i for i, result in enumerate(results) if result.exists()]
+            returned_at = now if returned else None
+        elif first is None and now - returned_at > shutdown_timeout_s + GRACE_S:
+            waiting = [i for i, result in enumerate(results) if not result.exists()]
+            if waiting and all(codes[i] is None for i in waiting):
+                first, failed_at = waiting[0], now
+                who = f"process {waiting[0]}" if len(waiting) == 1 else f"processes {waiting}"
+                reason = (
+                    f"{who} had not returned {shutdown_timeout_s:g} s (shutdown_timeout_s) "
+                    "after another process did"
+                )
         if now - start > timeout_s:
             reason = reason or f"the cluster did not finish within {timeout_s:g} s"
             break

@@ -149,8 +149,7 @@ def launch_local(
         init_timeout_s: how long processes wait for each other to join, from 1 to
             3600 seconds (rounded up to whole seconds).
         shutdown_timeout_s: how long a process that has returned waits for the others
-            before the cluster gives up on them, from 1 to 3600 seconds (rounded up;
-            jax 0.7 ignores it, and the launcher's `timeout_s` bounds the wait).
+            before the cluster gives up on them, from 1 to 3600 seconds (rounded up).
         env: extra environment variables for the processes, str names to str values.
 
     Returns:
@@ -250,7 +249,9 @@ def _run(
         os.close(watch_read)
         watch_read = -1
         join_deadline_s = options.init_timeout_s + 15.0
-        return watch(processes, job_dir, options.timeout_s, join_deadline_s)
+        return watch(
+            processes, job_dir, options.timeout_s, join_deadline_s, options.shutdown_timeout_s
+        )
     finally:
         stop(processes)
         for end in (watch_read, watch_write):

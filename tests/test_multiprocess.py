@@ -286,14 +286,14 @@ def test_a_killed_script_process_is_reported() -> None:
 
 def test_a_time_out_names_the_process_still_working() -> None:
     # 30 s leaves time to start on a loaded machine. Process 0 returns at once and waits
-    # for process 1 at the shutdown barrier, which gives up after 10 s and aborts both,
-    # unless the launcher's 30 s run out first: either way process 1 is to blame.
+    # for process 1 at the shutdown barrier, which gives up after 10 s and aborts both
+    # (newer jax) or is stopped by the launcher (jax 0.7), unless the launcher's 30 s
+    # run out first: either way process 1 is to blame.
     error = _cluster_failure(checks.busy_on_process_one, 60, timeout_s=30)
     assert error.process_index == 1
     message = str(error)
-    timed_out = message.startswith("Local JAX cluster failed: the cluster did not finish within")
-    if timed_out:
-        assert "Process 1 of 2 was still running; the launcher stopped it." in message
+    if message.startswith("Local JAX cluster failed: "):
+        assert "\nProcess 1 of 2 was still running; the launcher stopped it." in message
     else:
         assert message.startswith("Process 1 of 2 was killed by SIGABRT.")
     assert "Its target never returned, and process 0, done, gave up waiting for it." in message
