@@ -46,7 +46,7 @@ def _per_host_batches() -> dict[str, dict[str, np.ndarray]]:
     }
 
 
-def measure_on_each_host(rounds: int = 60) -> dict[str, Any]:
+def measure_on_each_host(rounds: int = 200) -> dict[str, Any]:
     """Runs on every process of the cluster: median times and the paired ratio."""
     sharder, strict = JaxProcessSharder(), JaxProcessSharder(check_every_batch=True)
     global_sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), P("data"))

@@ -117,7 +117,7 @@ def tiny_batch(rounds: int = 400, calls_per_sample: int = 10) -> dict[str, Any]:
     }
 
 
-def many_leaves(leaves: int = 1000, rounds: int = 12) -> dict[str, Any]:
+def many_leaves(leaves: int = 1000, rounds: int = 40) -> dict[str, Any]:
     """Shard and device_put of a pytree of `leaves` small arrays (8 rows x 16 float32)."""
     sharding, sharder = data_sharding(), ArraySharder()
     rows = len(jax.devices())

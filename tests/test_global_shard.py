@@ -147,7 +147,7 @@ def _message(
 
 def _plan(mesh_2d: Mesh) -> list[Any]:
     sharding = NamedSharding(mesh_2d, P("data"))
-    return [global_arrays._Leaf("batch['x']", sharding, "float32", (16, 3), None, ())]
+    return [global_arrays._Leaf("batch['x']", sharding, "float32", (16, 3), None, {}, ())]
 
 
 def test_hosts_that_agree_pass(mesh_2d: Mesh) -> None:

@@ -12,7 +12,8 @@ exchange one small message through the coordinator and check, on every host, tha
 
 The check runs on the first call with each batch signature, or on every call with
 ``every_batch`` (and always when some process holds no part of the batch). Then each
-leaf becomes one global `jax.Array` (``jax.make_array_from_process_local_data``).
+leaf becomes one global `jax.Array` (``jax.make_array_from_callback``), each device's
+block cut from this host's data at a place worked out once per batch signature.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ _FIX = (
 )
 
 
+Spans = tuple[tuple[int, int], ...]  # a block of a leaf: (start, stop) per dimension
+
+
 @dataclasses.dataclass(frozen=True)
 class _Leaf:
     """One leaf's plan: its sharding and global shape, or the error it gave here."""
@@ -55,7 +59,8 @@ class _Leaf:
     dtype: str
     global_shape: tuple[int, ...] | None  # None: this host holds none of it, or error
     error: tuple[str, str] | None  # (exception type, message) found on this host
-    shared: tuple[tuple[str, tuple[slice, ...]], ...]  # parts other hosts hold too
+    regions: dict[Spans, tuple[slice, ...]]  # each block held here: where in this host's data
+    shared: tuple[tuple[str, tuple[slice, ...]], ...]  # blocks other hosts hold too
 
 
 _plans: dict[tuple[Any, ...], tuple[list[_Leaf], bool]] = {}
@@ -67,39 +72,38 @@ def _describe_sharding(sharding: Sharding) -> str:
     return type(sharding).__name__
 
 
-def _key(index: tuple[slice, ...], shape: tuple[int, ...]) -> str:
-    return ",".join("{}:{}".format(*s.indices(n)[:2]) for s, n in zip(index, shape, strict=True))
+def _spans(index: tuple[slice, ...], shape: tuple[int, ...]) -> Spans:
+    return tuple(part.indices(size)[:2] for part, size in zip(index, shape, strict=True))
 
 
-def _shared_parts(
+def _regions(
     sharding: Sharding, global_shape: tuple[int, ...]
-) -> tuple[tuple[str, tuple[slice, ...]], ...]:
-    """The parts of a leaf this host holds that other hosts hold too, and where they
-    are in this host's data."""
+) -> tuple[dict[Spans, tuple[slice, ...]], tuple[tuple[str, tuple[slice, ...]], ...]]:
+    """Where each block of a leaf that this host's devices hold lies in this host's
+    data, and those of the blocks that other hosts hold too, keyed 'start:stop,...'."""
     me = jax.process_index()
-    holders: dict[str, set[int]] = {}
-    indices: dict[str, tuple[slice, ...]] = {}
+    holders: dict[Spans, set[int]] = {}
     for device, index in sharding.devices_indices_map(global_shape).items():
-        key = _key(index, global_shape)
-        holders.setdefault(key, set()).add(device.process_index)
-        if device.process_index == me:
-            indices[key] = index
+        holders.setdefault(_spans(index, global_shape), set()).add(device.process_index)
     mine = local_index(sharding, global_shape)
-    parts = []
-    for key, index in sorted(indices.items()):
-        if len(holders[key]) < 2:
+    regions: dict[Spans, tuple[slice, ...]] = {}
+    for spans, hosts in holders.items():
+        if me not in hosts:
             continue
         region = []
-        for dim, (part, size) in enumerate(zip(index, global_shape, strict=True)):
-            start, stop = part.indices(size)[:2]
-            held = mine[dim]
+        for (start, stop), held in zip(spans, mine, strict=True):
             if isinstance(held, slice):
                 offset = start - (held.start or 0)
             else:
                 offset = int(np.searchsorted(held, start))
             region.append(slice(offset, offset + stop - start))
-        parts.append((key, tuple(region)))
-    return tuple(parts)
+        regions[spans] = tuple(region)
+    shared = sorted(
+        (",".join(f"{start}:{stop}" for start, stop in spans), region)
+        for spans, region in regions.items()
+        if len(holders[spans]) > 1
+    )
+    return regions, tuple(shared)
 
 
 def _plan_leaf(name: str, leaf: Any, sharding: Sharding) -> _Leaf:
@@ -114,17 +118,18 @@ def _plan_leaf(name: str, leaf: Any, sharding: Sharding) -> _Leaf:
                 named_leaf_sharding(name, shape, sharding)  # raises the rank error
             leaf_sharding = named_leaf_sharding(name, (), sharding) if not shape else sharding
         if not any(d.process_index == jax.process_index() for d in leaf_sharding.device_set):
-            return _Leaf(name, leaf_sharding, dtype, None, None, ())
+            return _Leaf(name, leaf_sharding, dtype, None, None, {}, ())
         try:
             global_shape = local_to_global_shape(leaf_sharding, shape)
         except ValueError as error:
             raise ValueError(f"{name} (shape {shape} on this host): {error}") from None
         if isinstance(leaf_sharding, NamedSharding):
             named_leaf_sharding(name, global_shape, leaf_sharding)
-        shared = _shared_parts(leaf_sharding, global_shape)
+        regions, shared = _regions(leaf_sharding, global_shape)
     except (TypeError, ValueError) as error:
-        return _Leaf(name, leaf_sharding, dtype, None, (type(error).__name__, str(error)), ())
-    return _Leaf(name, leaf_sharding, dtype, global_shape, None, shared)
+        error_text = (type(error).__name__, str(error))
+        return _Leaf(name, leaf_sharding, dtype, None, error_text, {}, ())
+    return _Leaf(name, leaf_sharding, dtype, global_shape, None, regions, shared)
 
 
 def _digest(data: Any, region: tuple[slice, ...]) -> str:
@@ -287,6 +292,14 @@ def make_global(batch: Any, sharding: Sharding, every_batch: bool = False) -> An
                 jax.make_array_from_single_device_arrays(shape, p.sharding, [], dtype=p.dtype)
             )
         else:
-            host = leaf if np.ndim(leaf) else np.asarray(leaf)
-            placed.append(jax.make_array_from_process_local_data(p.sharding, host, shape))
+            placed.append(jax.make_array_from_callback(shape, p.sharding, _blocks(leaf, p)))
     return jax.tree_util.tree_unflatten(treedef, placed)
+
+
+def _blocks(leaf: Any, plan: _Leaf) -> Any:
+    """The callback that gives `jax.make_array_from_callback` each device's block of
+    `leaf` (this host's data), looked up in the leaf's plan."""
+    host = leaf if np.ndim(leaf) else np.asarray(leaf)
+    regions, shape = plan.regions, plan.global_shape
+    assert shape is not None
+    return lambda index: host[regions[_spans(index, shape)]] if shape else host
