@@ -52,7 +52,7 @@ class Checkpoints:
         >>> import tempfile
         >>> pipeline = Pipeline(source={"x": np.arange(8.0)}, batch_size=2)
         >>> weights = {"w": jax.numpy.zeros(3)}
-        >>> with Checkpoints(tempfile.mkdtemp()) as checkpoints:
+        >>> with tempfile.TemporaryDirectory() as folder, Checkpoints(folder) as checkpoints:
         ...     batch = next(iter(pipeline))
         ...     checkpoints.save(1, model=weights, pipeline=pipeline)
         ...     restored, step = checkpoints.restore(model=weights, pipeline=pipeline)
