@@ -98,6 +98,18 @@ def _arguments(args: object, kwargs: object, script: bool) -> tuple[tuple[Any, .
     return tuple(args), dict(kwargs)
 
 
+def _whole_seconds(name: str, value: object) -> int:
+    """`value` rounded up, checked to be from 1 to `MAX_INIT_TIMEOUT_S` seconds."""
+    return math.ceil(
+        _seconds(
+            name,
+            value,
+            f"a number of seconds from 1 to {MAX_INIT_TIMEOUT_S}",
+            lambda s: 1 <= s <= MAX_INIT_TIMEOUT_S,
+        )
+    )
+
+
 def check(
     *,
     script: bool,
@@ -137,21 +149,7 @@ def check(
         timeout_s=_seconds(
             "timeout_s", timeout_s, "a finite number of seconds > 0", lambda s: 0 < s < math.inf
         ),
-        init_timeout_s=math.ceil(
-            _seconds(
-                "init_timeout_s",
-                init_timeout_s,
-                f"a number of seconds from 1 to {MAX_INIT_TIMEOUT_S}",
-                lambda s: 1 <= s <= MAX_INIT_TIMEOUT_S,
-            )
-        ),
-        shutdown_timeout_s=math.ceil(
-            _seconds(
-                "shutdown_timeout_s",
-                shutdown_timeout_s,
-                f"a number of seconds from 1 to {MAX_INIT_TIMEOUT_S}",
-                lambda s: 1 <= s <= MAX_INIT_TIMEOUT_S,
-            )
-        ),
+        init_timeout_s=_whole_seconds("init_timeout_s", init_timeout_s),
+        shutdown_timeout_s=_whole_seconds("shutdown_timeout_s", shutdown_timeout_s),
         env=_environment(env),
     )

@@ -46,6 +46,7 @@ def test_data_axis_over_every_host() -> None:
     assert ledger.rows_of_device(DEVICES[5]) == range(10, 12)
     assert ledger.hosts_of_row(9) == (1,) and ledger.devices_of_row(9) == (DEVICES[4],)
     assert ledger.shared_blocks() == {}
+    assert ledger.hosts_sharing_with(0) == ledger.hosts_sharing_with(1) == ()
 
 
 def test_model_axis_across_hosts_gives_every_host_every_row() -> None:
@@ -62,6 +63,9 @@ def test_model_axis_across_hosts_gives_every_host_every_row() -> None:
         (8, 12): (0, 1),
         (12, 16): (0, 1),
     }
+    assert ledger.hosts_sharing_with(0) == (1,) and ledger.hosts_sharing_with(1) == (0,)
+    ledger.shared_blocks().clear()  # a copy: the ledger's own answer stays
+    assert len(ledger.shared_blocks()) == 4
     table = ledger.table()
     assert table.splitlines()[0].split() == [
         "host",

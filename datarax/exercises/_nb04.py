@@ -24,9 +24,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
 from datarax.sharding import RowLedger, pretend_hosts, shard_bounds
-
-Layout = tuple[str, NamedSharding, dict[int, int]]
 
 
 def layouts() -> list[Layout]:
@@ -37,12 +36,10 @@ def layouts() -> list[Layout]:
     the batch split over both axes; the device order of a TPU v3-8's ``make_mesh``
     (hosts of 2); and hosts of unequal size.
     """
-    devices = jax.devices()
-    count = len(devices) - len(devices) % 2
-    if count < 4:
-        mesh = Mesh(np.array(devices), ("data",))
-        return [("data over one host", NamedSharding(mesh, P("data")), pretend_hosts(1))]
-    devices = devices[:count]
+    devices = paired_devices()
+    if len(devices) < 4:
+        return one_host_layouts()
+    count = len(devices)
     halves = pretend_hosts(2, devices)
     by_host = np.array(devices).reshape(2, count // 2)
     pairs = np.array(devices).reshape(count // 2, 2)  # model axis inside a host of 2

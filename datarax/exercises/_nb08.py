@@ -19,10 +19,10 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
 from datarax.sharding import RowLedger, pretend_hosts
 
 NUM_ROWS = 16
-Layout = tuple[str, NamedSharding, dict[int, int]]
 
 
 def _spans(rows: Any) -> str:
@@ -44,12 +44,10 @@ def layouts() -> list[Layout]:
     devices: data over every host, a model axis across hosts, an interleaved device
     order, a replicated batch, and a mesh whose device order is shuffled.
     """
-    devices = jax.devices()
-    count = len(devices) - len(devices) % 2
-    if count < 4:
-        mesh = Mesh(np.array(devices), ("data",))
-        return [("data over one host", NamedSharding(mesh, P("data")), pretend_hosts(1))]
-    devices = devices[:count]
+    devices = paired_devices()
+    if len(devices) < 4:
+        return one_host_layouts()
+    count = len(devices)
     host_of = pretend_hosts(2, devices)
     by_host = np.array(devices).reshape(2, count // 2)  # by_host[h]: host h's devices
     shuffled = np.random.default_rng(0).permutation(count)

@@ -13,6 +13,7 @@ global array that is, in every dimension.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -194,25 +195,33 @@ class RowLedger:
 
     def shared_blocks(self) -> dict[tuple[int, int], tuple[int, ...]]:
         """Row blocks held by more than one host, with those hosts (replicas across hosts)."""
+        return dict(self._shared)
+
+    @functools.cached_property
+    def _shared(self) -> dict[tuple[int, int], tuple[int, ...]]:
         holders: dict[tuple[int, int], set[int]] = {}
         for start, stop, host in zip(self._starts, self._stops, self._hosts, strict=True):
             holders.setdefault((int(start), int(stop)), set()).add(int(host))
         return {block: tuple(sorted(h)) for block, h in sorted(holders.items()) if len(h) > 1}
 
+    def hosts_sharing_with(self, host: int) -> tuple[int, ...]:
+        """The other hosts that hold some of the rows `host` holds (replicas across hosts)."""
+        blocks = self.blocks_of_host(host)
+        others = {
+            other
+            for block, holders in self._shared.items()
+            if host in holders and any(a <= block[0] < b for a, b in blocks)
+            for other in holders
+        }
+        return tuple(sorted(others - {host}))
+
     def table(self) -> str:
         """One line per host: its devices, its rows, how many, and who holds them too."""
-        shared = self.shared_blocks()
         lines = [("host", "devices", "rows", "count", "same rows also on hosts")]
         for host in self.hosts:
             blocks = self.blocks_of_host(host)
-            others = {
-                other
-                for block, holders in shared.items()
-                if host in holders and any(a <= block[0] < b for a, b in blocks)
-                for other in holders
-            } - {host}
             devices = ",".join(str(d.id) for d in self.devices_of_host(host))
-            also = ",".join(map(str, sorted(others))) or "-"
+            also = ",".join(map(str, self.hosts_sharing_with(host))) or "-"
             lines.append((str(host), devices, _span(blocks), str(self.row_count(host)), also))
         widths = [max(len(line[i]) for line in lines) for i in range(5)]
         return "\n".join(

@@ -193,21 +193,16 @@ def build_view(settings: Settings) -> View:
 
 
 def _hosts_from_ledger(ledger: RowLedger) -> tuple[HostRow, ...]:
-    shared = ledger.shared_blocks()
-    rows = []
-    for host in ledger.hosts:
-        blocks = ledger.blocks_of_host(host)
-        others = {
-            other
-            for block, holders in shared.items()
-            if host in holders and any(a <= block[0] < b for a, b in blocks)
-            for other in holders
-        } - {host}
-        devices = tuple(d.id for d in ledger.devices_of_host(host))
-        rows.append(
-            HostRow(host, devices, tuple(blocks), ledger.row_count(host), tuple(sorted(others)))
+    return tuple(
+        HostRow(
+            host,
+            tuple(d.id for d in ledger.devices_of_host(host)),
+            tuple(ledger.blocks_of_host(host)),
+            ledger.row_count(host),
+            ledger.hosts_sharing_with(host),
         )
-    return tuple(rows)
+        for host in ledger.hosts
+    )
 
 
 def _hosts_from_devices(device_rows: list[DeviceRow]) -> tuple[HostRow, ...]:
