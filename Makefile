@@ -18,10 +18,15 @@ COLAB_VENV ?= .venv-colab
 COLAB_PINS := jax==0.7.2 jaxlib==0.7.2 flax==0.11.2
 
 NEWEST_VENV ?= .venv-newest
-# The newest Python here that starts (a pyenv shim of a version not selected does not):
-# jax 0.11 and later need Python 3.12 or newer. Override with NEWEST_PYTHON=/path/to/python.
-NEWEST_PYTHON ?= $(firstword $(foreach candidate,python3.13 python3.12,\
-	$(shell $(candidate) -c pass >/dev/null 2>&1 && echo $(candidate))) $(PYTHON))
+# The newest Python 3.12+ here that starts: python3.13 or python3.12 on the PATH (a pyenv
+# shim of a version not selected does not start), else the newest one pyenv installed;
+# else $(PYTHON). jax 0.11 and later need Python 3.12 or newer.
+# Override with NEWEST_PYTHON=/path/to/python.
+PYENV_PYTHONS := $(shell ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.*/bin/python3 \
+	2>/dev/null | sort -V -r)
+NEWEST_PYTHON ?= $(firstword $(foreach candidate,python3.13 python3.12 $(PYENV_PYTHONS),\
+	$(shell $(candidate) -c 'import sys; sys.exit(sys.version_info < (3, 12))' \
+	>/dev/null 2>&1 && echo $(candidate))) $(PYTHON))
 export NEWEST_VERSIONS := import sys, jax, jaxlib, flax; \
 	print('tested: python %d.%d.%d, jax %s, jaxlib %s, flax %s' \
 	% (*sys.version_info[:3], jax.__version__, jaxlib.__version__, flax.__version__)); \

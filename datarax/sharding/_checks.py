@@ -222,7 +222,7 @@ def _jax_accepts(dtype: np.dtype) -> bool:
 @functools.cache
 def _device_accepts(dtype: np.dtype, device: Any) -> bool:
     """Whether ``jax.device_put`` takes arrays of `dtype` onto `device` (an empty one is
-    tried once): a backend may lack a dtype JAX knows, as CPU lacks float6."""
+    tried once): a backend may lack a dtype JAX knows, as CPU lacked float6 before jax 0.12."""
     try:
         jax.device_put(np.zeros((0,), dtype), device)
     except (TypeError, ValueError, jax.errors.JaxRuntimeError):

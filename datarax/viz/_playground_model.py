@@ -115,6 +115,7 @@ class _StandIn:
 
     id: int
     platform: str
+    device_kind: str  # jax 0.12 reads it to build a mesh's abstract devices
     process_index: int = 0
 
 
@@ -148,8 +149,8 @@ def build_view(settings: Settings) -> View:
         )
     present = jax.devices()
     real = count <= len(present)
-    platform = str(present[0].platform)
-    machine = list(present[:count]) if real else [_StandIn(i, platform) for i in range(count)]
+    platform, kind = str(present[0].platform), str(present[0].device_kind)
+    machine = present[:count] if real else [_StandIn(i, platform, kind) for i in range(count)]
     host_of = pretend_hosts(settings.hosts, machine)
     per_host = count // settings.hosts
     order = list(range(count))
