@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+from _snapshots import snapshot
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jax.sharding import AxisType, Mesh, NamedSharding, Sharding, SingleDeviceSharding
@@ -159,20 +160,6 @@ def _batches(draw: st.DrawFn) -> Any:
     )
 
 
-def _snapshot(tree: Any) -> Any:
-    """Container types and key order, and each leaf's dtype, shape, strides, bytes and
-    writeable flag (or a jax array's identity and whether it was deleted)."""
-    if isinstance(tree, dict):
-        return type(tree), [(key, _snapshot(value)) for key, value in tree.items()]
-    if isinstance(tree, (list, tuple)):
-        return type(tree), [_snapshot(value) for value in tree]
-    if isinstance(tree, np.ndarray):
-        return tree.dtype, tree.shape, tree.strides, tree.tobytes(), tree.flags.writeable
-    if isinstance(tree, jax.Array):
-        return id(tree), tree.is_deleted()
-    return type(tree), repr(tree)
-
-
 def _target(leaf: Any, sharding: Sharding) -> Sharding:
     """The sharding shard() promises a leaf: a 0-d leaf on a mesh is replicated."""
     if isinstance(sharding, NamedSharding) and np.ndim(leaf) == 0:
@@ -206,7 +193,7 @@ def _ragged(leaves: list[Any], sharding: Sharding) -> bool:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 def test_shard_is_device_put_per_leaf_or_a_named_error(batch: Any, sharding: Sharding) -> None:
-    before = _snapshot(batch)
+    before = snapshot(batch)
     try:
         path_leaves, treedef = jax.tree_util.tree_flatten_with_path(batch)
     except (TypeError, ValueError):  # a dict whose keys JAX cannot sort
@@ -215,7 +202,7 @@ def test_shard_is_device_put_per_leaf_or_a_named_error(batch: Any, sharding: Sha
         result, error = ArraySharder().shard(batch, sharding), None
     except (TypeError, ValueError) as raised:
         result, error = None, raised
-    assert _snapshot(batch) == before
+    assert snapshot(batch) == before
     if path_leaves is None:
         event("refused: dict keys of mixed types")
         assert isinstance(error, TypeError)
