@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -30,6 +31,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,76 @@ def _stop_server(
     return killed
 
 
+@dataclasses.dataclass
+class Lab:
+    """A running JupyterLab: where it answers, and, once stopped, what had to be killed."""
+
+    base: str
+    token: str
+    leftovers: list[str] = dataclasses.field(default_factory=list)
+
+    def url(self, notebook: str, workspace: str) -> str:
+        """The notebook, opened in a fresh `workspace` (no tabs restored from earlier)."""
+        return f"{self.base}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={self.token}"
+
+
+@contextlib.contextmanager
+def running_lab(notebook_dir: Path | None, log: Path) -> Iterator[Lab]:
+    """JupyterLab as ``make lab`` starts it, or on `notebook_dir`: on 127.0.0.1, a free
+    port and a random token. Shut down, kernels included, on every exit path."""
+    port, token = _free_port(), secrets.token_hex(16)
+    lab = Lab(f"http://127.0.0.1:{port}", token)
+    lab_args = [
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.news_url=",
+    ]
+    command = ["make", "--no-print-directory", "lab", f"LAB_ARGS={' '.join(lab_args)}"]
+    if notebook_dir is not None:  # another folder: the same server, without make's fixed one
+        jupyter = Path(sys.executable).with_name("jupyter")
+        command = [str(jupyter), "lab", f"--notebook-dir={notebook_dir}", "--allow-root", *lab_args]
+    with log.open("w") as log_file:
+        server = subprocess.Popen(
+            command,
+            cwd=REPO,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_for_server(server, lab.base, token, log, within_s=120)
+        yield lab
+    finally:  # on every path, also a time-out: learn the kernels, to kill any left over
+        kernel_ids: set[str] = set()
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
+            kernels = json.loads(_get(f"{lab.base}/api/kernels?token={token}"))
+            kernel_ids.update(kernel["id"] for kernel in kernels)
+        lab.leftovers = _stop_server(server, lab.base, token, kernel_ids)
+
+
+def open_and_run_all(page: Any, url: str) -> None:
+    """Opens a notebook's `url` in the page, waits for its kernel to be idle and runs
+    all cells from the Run menu."""
+    page.goto(url, timeout=60_000)
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
+    page.wait_for_selector(".jp-NotebookPanel:visible .jp-Cell", timeout=60_000)
+    chooser = page.locator(".jp-Dialog button:has-text('Select')")
+    if chooser.count():  # no kernel recorded in the file: take the default
+        chooser.first.click()
+    page.wait_for_function(
+        f"() => {{ const s = ({NOTEBOOK_STATE_JS})(); return s && s.kernel === 'idle'; }}",
+        timeout=90_000,
+    )
+    page.click(".lm-MenuBar-item:has-text('Run')")
+    page.click(".lm-Menu-content .lm-Menu-itemLabel:text-is('Run All Cells')")
+    news = page.locator(".jp-toast-button:has-text('No')")
+    if news.count():  # the news opt-in toast; answer it so it leaves the screenshots
+        news.first.click()
+
+
 def _only_defines(source: str) -> bool:
     """Whether a cell only defines functions or classes and imports, so prints nothing.
 
@@ -161,21 +233,7 @@ def _run_in_browser(url: str, shots: Path, deadline: float) -> tuple[dict[str, A
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(url, timeout=60_000)
-            page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-            page.wait_for_selector(".jp-NotebookPanel:visible .jp-Cell", timeout=60_000)
-            chooser = page.locator(".jp-Dialog button:has-text('Select')")
-            if chooser.count():  # no kernel recorded in the file: take the default
-                chooser.first.click()
-            page.wait_for_function(
-                f"() => {{ const s = ({NOTEBOOK_STATE_JS})(); return s && s.kernel === 'idle'; }}",
-                timeout=90_000,
-            )
-            page.click(".lm-MenuBar-item:has-text('Run')")
-            page.click(".lm-Menu-content .lm-Menu-itemLabel:text-is('Run All Cells')")
-            news = page.locator(".jp-toast-button:has-text('No')")
-            if news.count():  # the news opt-in toast; answer it so it leaves the screenshots
-                news.first.click()
+            open_and_run_all(page, url)
             state = None
             while time.monotonic() < deadline:
                 state = page.evaluate(NOTEBOOK_STATE_JS)
@@ -216,45 +274,14 @@ def check(notebook: str, notebook_dir: Path | None, timeout_s: int, shots: Path)
     shots.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     in_file = sum(cell["cell_type"] == "code" for cell in json.loads(path.read_text())["cells"])
-    port, token = _free_port(), secrets.token_hex(16)
-    base = f"http://127.0.0.1:{port}"
-    lab_args = [
-        "--no-browser",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        f"--IdentityProvider.token={token}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.news_url=",
-    ]
-    command = ["make", "--no-print-directory", "lab", f"LAB_ARGS={' '.join(lab_args)}"]
-    if notebook_dir is not None:  # another folder: the same server, without make's fixed one
-        jupyter = Path(sys.executable).with_name("jupyter")
-        command = [str(jupyter), "lab", f"--notebook-dir={notebook_dir}", "--allow-root", *lab_args]
-    log = shots / "lab_server.log"
-    kernel_ids: set[str] = set()
-    with log.open("w") as log_file:
-        server = subprocess.Popen(
-            command,
-            cwd=REPO,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        _wait_for_server(server, base, token, log, within_s=120)
+    with running_lab(notebook_dir, shots / "lab_server.log") as lab:
         # A workspace of its own, so tabs restored from earlier sessions stay closed.
         workspace = f"browser-check-{secrets.token_hex(4)}"
-        url = f"{base}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={token}"
-        state, visuals = _run_in_browser(url, shots, deadline)
+        state, visuals = _run_in_browser(lab.url(notebook, workspace), shots, deadline)
         request = urllib.request.Request(
-            f"{base}/lab/api/workspaces/{workspace}?token={token}", method="DELETE"
+            f"{lab.base}/lab/api/workspaces/{workspace}?token={lab.token}", method="DELETE"
         )
         urllib.request.urlopen(request, timeout=5).close()
-    finally:  # on every path, also a time-out: learn the kernels, to kill any left over
-        with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
-            kernels = json.loads(_get(f"{base}/api/kernels?token={token}"))
-            kernel_ids.update(kernel["id"] for kernel in kernels)
-        leftovers = _stop_server(server, base, token, kernel_ids)
     code = [cell for cell in state["notebook"]["cells"] if cell["cell_type"] == "code"]
     problems = []
     if len(code) != in_file:
@@ -271,8 +298,8 @@ def check(notebook: str, notebook_dir: Path | None, timeout_s: int, shots: Path)
             problems.append(f"{where} gave no output")
     if not visuals:
         problems.append("no sharding visual (a rich table of CPU devices) was rendered")
-    if leftovers:
-        problems.append(f"had to kill what the server left behind: {leftovers}")
+    if lab.leftovers:
+        problems.append(f"had to kill what the server left behind: {lab.leftovers}")
     if problems:
         raise CheckFailed("\n".join(problems))
     print(

@@ -19,23 +19,20 @@ This is a script, not a pytest module: nothing runs on import.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_lab
-from check_lab import CHROMIUM, CHROMIUM_ARGS, NOTEBOOK_STATE_JS, REPO, CheckFailed
+from check_lab import CHROMIUM, CHROMIUM_ARGS, REPO, CheckFailed
 
 NOTEBOOK = "playground.ipynb"
 CELLS = [
@@ -198,18 +195,7 @@ def _run(url: str, shots: Path, screenshot: Path, deadline: float) -> list[str]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1300, "height": 2000})
         try:
-            page.goto(url, timeout=60_000)
-            page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-            page.wait_for_selector(".jp-NotebookPanel:visible .jp-Cell", timeout=60_000)
-            page.wait_for_function(
-                f"() => {{ const s = ({NOTEBOOK_STATE_JS})(); return s && s.kernel === 'idle'; }}",
-                timeout=90_000,
-            )
-            page.click(".lm-MenuBar-item:has-text('Run')")
-            page.click(".lm-Menu-content .lm-Menu-itemLabel:text-is('Run All Cells')")
-            news = page.locator(".jp-toast-button:has-text('No')")
-            if news.count():  # the news opt-in toast; answer it so it leaves the screenshot
-                news.first.click()
+            check_lab.open_and_run_all(page, url)
             seen = _drive(page, screenshot, shots)
             time.sleep(1.0)  # the burst's last redraw runs 0.12 s after its last change
             printed = _run_last_cell(page, deadline).strip()
@@ -227,37 +213,11 @@ def check(timeout_s: int, shots: Path, screenshot: Path) -> list[str]:
     deadline = time.monotonic() + timeout_s
     folder = Path(tempfile.mkdtemp(prefix="datarax-playground-"))
     (folder / NOTEBOOK).write_text(json.dumps(_notebook()))
-    port, token = check_lab._free_port(), secrets.token_hex(16)
-    base = f"http://127.0.0.1:{port}"
-    jupyter = Path(sys.executable).with_name("jupyter")
-    command = [
-        str(jupyter),
-        "lab",
-        f"--notebook-dir={folder}",
-        "--allow-root",
-        "--no-browser",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        f"--IdentityProvider.token={token}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.news_url=",
-    ]
-    log = shots / "playground_server.log"
-    kernel_ids: set[str] = set()
-    with log.open("w") as log_file:
-        server = subprocess.Popen(
-            command, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
-        )
     try:
-        check_lab._wait_for_server(server, base, token, log, within_s=120)
-        workspace = f"playground-check-{secrets.token_hex(4)}"
-        url = f"{base}/lab/workspaces/{workspace}/tree/{NOTEBOOK}?reset&token={token}"
-        seen = _run(url, shots, screenshot, deadline)
+        with check_lab.running_lab(folder, shots / "playground_server.log") as lab:
+            workspace = f"playground-check-{secrets.token_hex(4)}"
+            seen = _run(lab.url(NOTEBOOK, workspace), shots, screenshot, deadline)
     finally:
-        with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
-            kernels = json.loads(check_lab._get(f"{base}/api/kernels?token={token}"))
-            kernel_ids.update(kernel["id"] for kernel in kernels)
-        leftovers = check_lab._stop_server(server, base, token, kernel_ids)
         shutil.rmtree(folder, ignore_errors=True)
     changes, updates = (int(n) for n in re.findall(r"(?:changes|updates)=(\d+)", seen[-1]))
     # Before the drag: 1 redraw to start, 2 for the burst of 5 changes, 3 for 3 selections.
@@ -269,8 +229,8 @@ def check(timeout_s: int, shots: Path, screenshot: Path) -> list[str]:
             f"{redrawn} redraws; expected at most 20 changes and 10 redraws"
         )
     seen.append(f"the drag: 20 key presses, {dragged} changes in the kernel, {redrawn} redraws")
-    if leftovers:
-        problems.append(f"had to kill what the server left behind: {leftovers}")
+    if lab.leftovers:
+        problems.append(f"had to kill what the server left behind: {lab.leftovers}")
     if problems:
         raise CheckFailed("\n".join(problems + seen))
     return seen
