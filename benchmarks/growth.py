@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from typing import Any
 
+from benchmarks._child import run_module
 from benchmarks._timing import interleaved, medians, paired_ratio, power_law_exponent
 
 SWEEP_MEGABYTES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -117,17 +116,8 @@ def _child(
     env["JAX_PLATFORMS"] = "cpu"
     env.update(env_extra or {})
     extra = ["--sweep-bytes"] if sweep_bytes else []
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.growth", "--devices", str(devices), *extra],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the {devices}-device run failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    args = ["--devices", str(devices), *extra]
+    return run_module("benchmarks.growth", args, env, timeout_s, f"{devices}-device run")
 
 
 def bytes_sweeps(timeout_s: float = 120.0) -> dict[str, Any]:

@@ -26,11 +26,10 @@ import gc
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any
 
+from benchmarks._child import run_module
 from benchmarks._timing import power_law_exponent
 
 DEVICE_COUNTS = (256, 1024, 4096)
@@ -81,25 +80,9 @@ def _time_plan(devices: int, rounds: int) -> dict[str, Any]:
 def _child(devices: int, rounds: int, timeout_s: float) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.ledger_scale",
-            "--devices",
-            str(devices),
-            "--rounds",
-            str(rounds),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the {devices}-device ledger run failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    args = ["--devices", str(devices), "--rounds", str(rounds)]
+    what = f"{devices}-device ledger run"
+    return run_module("benchmarks.ledger_scale", args, env, timeout_s, what)
 
 
 def ledger_scale(
