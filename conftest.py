@@ -11,8 +11,7 @@ from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import datarax  # noqa: E402
-from datarax.checkpoint import Checkpoints  # noqa: E402
-from datarax.pipeline import Pipeline  # noqa: E402
+from datarax.pipeline import Checkpoints, Pipeline  # noqa: E402
 from datarax.sharding import (  # noqa: E402
     ArraySharder,
     JaxProcessSharder,

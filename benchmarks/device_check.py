@@ -10,7 +10,7 @@ process of its own, so a step that crashes or hangs is reported and the next run
    ``SingleDeviceSharding``, against ``jax.device_put`` of the same batch and
    against the physical limit: CuPy copying the same bytes from pinned host memory,
    and from ordinary (pageable) numpy memory. Interleaved rounds, medians.
-2. ``datarax.devices.setup_devices(8)`` on the runtime as it is (no
+2. ``datarax.distributed.setup_devices(8)`` on the runtime as it is (no
    ``JAX_PLATFORMS=cpu``): the plan it chooses.
 3. The unit tests on 8 simulated CPU devices; test modules that cannot be collected
    because a module is missing (grain or hypothesis, say) are listed as not run.
@@ -207,7 +207,7 @@ def setup_devices_step(timeout_s: float) -> dict[str, Any]:
     """The plan ``setup_devices(8)`` chooses in a fresh process without JAX_PLATFORMS."""
     code = (
         "import jax\n"
-        "from datarax.devices import setup_devices\n"
+        "from datarax.distributed import setup_devices\n"
         "plan = setup_devices(8)\n"
         "result = {'platform': plan.platform, 'num_devices': plan.num_devices,\n"
         "          'message': plan.message, 'jax_backend': jax.default_backend(),\n"

@@ -32,9 +32,8 @@ from jax.sharding import PartitionSpec as P
 
 from benchmarks import _cluster
 from benchmarks._timing import interleaved, medians, paired_ratio
-from datarax.pipeline import Pipeline
+from datarax.pipeline import ArraySource, Pipeline
 from datarax.sharding import JaxProcessSharder
-from datarax.sources import ArraySource
 
 BATCH_SIZE = 256
 NUM_BATCHES = 64

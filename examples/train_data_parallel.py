@@ -29,8 +29,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.checkpoint import Checkpoints
-from datarax.pipeline import Pipeline
+from datarax.pipeline import Checkpoints, Pipeline
 
 ROWS, FEATURES = 256, 4
 TRUE_WEIGHTS = np.array([1.5, -2.0, 0.5, 3.0], np.float32)

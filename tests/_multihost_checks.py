@@ -18,8 +18,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.pipeline import Pipeline
-from datarax.prefetch import prefetch_to_device
+from datarax.pipeline import Pipeline, prefetch_to_device
 from datarax.sharding import ArraySharder, JaxProcessSharder, RowLedger
 from datarax.sharding._exchange import exchange_with_allgather
 

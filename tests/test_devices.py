@@ -18,8 +18,8 @@ import textwrap
 import jax
 import pytest
 
-from datarax import devices
-from datarax.devices import choose_devices, setup_devices
+from datarax.distributed import _devices as devices
+from datarax.distributed import choose_devices, setup_devices
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_probe_reads_the_child_process_answer(
 _FRESH_ONE_CHIP_TPU = """
 import json
 import jax
-from datarax import devices
+from datarax.distributed import _devices as devices
 
 devices._accelerator_plugins_installed = lambda: True
 devices._probe_accelerators = lambda: ("tpu", 1)

@@ -14,8 +14,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.checkpoint import Checkpoints
-from datarax.pipeline import Pipeline
+from datarax.pipeline import Checkpoints, Pipeline
 from datarax.sharding import ArraySharder
 
 ROWS = 48

@@ -17,7 +17,9 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.sharding import ArraySharder, JaxProcessSharder, global_arrays
+import datarax
+from datarax.sharding import ArraySharder, JaxProcessSharder
+from datarax.sharding import _global_arrays as global_arrays
 
 
 def _batch() -> dict[str, Any]:
@@ -118,16 +120,27 @@ def test_the_check_runs_once_per_signature(mesh_1d: Mesh, monkeypatch: pytest.Mo
         return [text]
 
     monkeypatch.setattr(global_arrays, "exchange", counting_exchange)
-    monkeypatch.setattr(global_arrays, "_plans", {})
+    checked = global_arrays.CheckedSignatures()
     for _ in range(3):
-        global_arrays.make_global({"x": np.zeros((8, 3), np.float32)}, sharding)
-    global_arrays.make_global({"x": np.zeros((16, 3), np.float32)}, sharding)
+        global_arrays.make_global({"x": np.zeros((8, 3), np.float32)}, sharding, checked)
+    global_arrays.make_global({"x": np.zeros((16, 3), np.float32)}, sharding, checked)
     assert len(texts) == 2
     leaf = json.loads(texts[1])["leaves"][0]
     assert (leaf["local"], leaf["global"], leaf["dtype"]) == ([16, 3], [16, 3], "float32")
     for _ in range(2):
-        global_arrays.make_global({"x": np.zeros((8, 3), np.float32)}, sharding, every_batch=True)
+        global_arrays.make_global(
+            {"x": np.zeros((8, 3), np.float32)}, sharding, checked, every_batch=True
+        )
     assert len(texts) == 4
+    # The marks are the caller's: a second caller (another sharder) checks again, and
+    # emptying the library's caches changes neither.
+    datarax.clear_caches()
+    global_arrays.make_global({"x": np.zeros((8, 3), np.float32)}, sharding, checked)
+    assert len(texts) == 4
+    global_arrays.make_global(
+        {"x": np.zeros((8, 3), np.float32)}, sharding, global_arrays.CheckedSignatures()
+    )
+    assert len(texts) == 5
 
 
 def _message(

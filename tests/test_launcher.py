@@ -21,8 +21,8 @@ from typing import Any
 import _launcher_targets as targets
 import pytest
 
-from datarax._cluster_report import OUTPUT_BYTES, read_output, report, tail
 from datarax.distributed import ClusterError, launch_local
+from datarax.distributed._report import OUTPUT_BYTES, read_output, report, tail
 
 HERE = Path(__file__).parent
 

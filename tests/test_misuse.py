@@ -23,9 +23,8 @@ from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 from datarax import viz
-from datarax.devices import setup_devices
-from datarax.pipeline import Pipeline
-from datarax.prefetch import prefetch_to_device
+from datarax.distributed import setup_devices
+from datarax.pipeline import Pipeline, prefetch_to_device
 from datarax.sharding import ArraySharder, JaxProcessSharder, pad_to_multiple
 
 MESH = jax.make_mesh((8,), ("data",))
@@ -204,7 +203,7 @@ def test_tuples_and_lists_inside_a_dict_are_containers(host: int) -> None:
 
 
 def test_the_replica_check_compares_0d_leaves_across_hosts() -> None:
-    from datarax.sharding import global_arrays
+    from datarax.sharding import _global_arrays as global_arrays
 
     sharding = NamedSharding(MESH, P())
     plan = [global_arrays._plan_leaf("batch['lr']", np.float32(1), sharding)]

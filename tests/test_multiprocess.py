@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 from datarax import distributed
-from datarax._cluster_report import report
 from datarax.distributed import (
     ClusterError,
     ProcessResult,
@@ -29,6 +28,7 @@ from datarax.distributed import (
     free_port,
     launch_local,
 )
+from datarax.distributed._report import report
 
 HERE = Path(__file__).parent
 TWO_BY_TWO = {"num_processes": 2, "devices_per_process": 2, "timeout_s": 90}

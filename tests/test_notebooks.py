@@ -29,7 +29,7 @@ print("datarax-sharding", importlib.metadata.version("datarax-sharding"))"""
 DEVICE_CELL = """\
 import jax
 
-from datarax.devices import setup_devices
+from datarax.distributed import setup_devices
 
 print(setup_devices(8).message)"""
 REPOSITORY_FILES = "https://raw.githubusercontent.com/datarax-sharding/datarax-sharding/main/"

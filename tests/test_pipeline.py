@@ -12,10 +12,8 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.pipeline import Pipeline
-from datarax.prefetch import prefetch_to_device
+from datarax.pipeline import ArraySource, Pipeline, prefetch_to_device
 from datarax.sharding import ArraySharder, JaxProcessSharder
-from datarax.sources import ArraySource
 
 
 def _source(rows: int = 20) -> dict[str, np.ndarray]:

@@ -14,8 +14,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from datarax import prefetch_to_device
-from datarax.pipeline import Pipeline
-from datarax.prefetch import DevicePrefetcher
+from datarax.pipeline import DevicePrefetcher, Pipeline
 from datarax.sharding import ArraySharder, JaxProcessSharder
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from datarax.exercises._core import Feedback, call, exercise, right, wrong
-from datarax.sharding.ledger import pretend_hosts
+from datarax.sharding._ledger import pretend_hosts
 
 
 def spec_text(spec: PartitionSpec) -> str:

@@ -16,7 +16,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from datarax.exercises._core import Feedback, call, exercise, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
-from datarax.sharding.padding import pad_to_multiple
+from datarax.sharding._padding import pad_to_multiple
 
 
 def _rows() -> NamedSharding:

@@ -8,7 +8,6 @@ so that one rule has one wording wherever it applies.
 from __future__ import annotations
 
 import collections
-import functools
 import math
 import numbers
 from collections.abc import Sequence
@@ -17,6 +16,8 @@ from typing import Any
 import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
+
+from datarax._caches import cached
 
 _SCALAR_TYPES = (bool, int, float, complex, np.generic)
 
@@ -209,7 +210,7 @@ def ways_out(dim: int, size: int) -> str:
     )
 
 
-@functools.cache
+@cached("dtypes JAX takes", 256)
 def _jax_accepts(dtype: np.dtype) -> bool:
     """Whether JAX takes arrays of `dtype` (decided by JAX itself, without a device)."""
     try:
@@ -219,7 +220,7 @@ def _jax_accepts(dtype: np.dtype) -> bool:
     return True
 
 
-@functools.cache
+@cached("dtypes each device takes", 1024)
 def _device_accepts(dtype: np.dtype, device: Any) -> bool:
     """Whether ``jax.device_put`` takes arrays of `dtype` onto `device` (an empty one is
     tried once): a backend may lack a dtype JAX knows, as CPU lacked float6 before jax 0.12."""

@@ -7,12 +7,12 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
+from datarax._caches import BoundedCache
 from datarax._compat import on_auto_mesh
 from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import check_keys_sortable, leaf_shardings
 
-_PLAN_CACHE_SIZE = 1024
-_plans: dict[tuple[Any, ...], Sharding | list[Sharding]] = {}
+_plans: BoundedCache[Sharding | list[Sharding]] = BoundedCache("placement plans", 1024)
 
 
 def plan_shardings(
@@ -42,9 +42,7 @@ def plan_shardings(
         per_leaf = leaf_shardings(batch, sharding)
         shared = all(leaf is per_leaf[0] for leaf in per_leaf)
         shardings = per_leaf[0] if per_leaf and shared else list(per_leaf)
-        if len(_plans) >= _PLAN_CACHE_SIZE:
-            _plans.clear()
-        _plans[key] = shardings
+        _plans.put(key, shardings)
     return leaves, treedef, shardings
 
 

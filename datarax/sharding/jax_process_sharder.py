@@ -12,7 +12,7 @@ Two ways to choose a host's rows:
   hosts (hosts that share rows get the same rows) and meshes whose device order
   interleaves the hosts (a host gets non-adjacent blocks).
 
-`shard` then builds the global arrays (see `datarax.sharding.global_arrays`).
+`shard` then builds the global arrays (see `datarax.sharding._global_arrays`).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from datarax.sharding._checks import (
     leaf_name,
     named_leaf_sharding,
 )
+from datarax.sharding._global_arrays import CheckedSignatures, make_global
+from datarax.sharding._local_shapes import local_index
 from datarax.sharding.array_sharder import ArraySharder
-from datarax.sharding.global_arrays import make_global
-from datarax.sharding.local_shapes import local_index
 
 Data = TypeVar("Data")
 _SINGLE_HOST = ArraySharder()
@@ -188,6 +188,7 @@ class JaxProcessSharder(SharderModule):
         self.process_index, self.process_count = check_process(index, count)
         self.drop_remainder = check_bool("drop_remainder", drop_remainder)
         self.check_every_batch = check_bool("check_every_batch", check_every_batch)
+        self._checked = CheckedSignatures()  # this sharder's own: a new one checks again
 
     def _is_pretend(self) -> bool:
         return (self.process_index, self.process_count) != (
@@ -300,7 +301,7 @@ class JaxProcessSharder(SharderModule):
         if jax.process_count() == 1:
             return _SINGLE_HOST.shard(batch, sharding)
         try:
-            return make_global(batch, sharding, every_batch=self.check_every_batch)
+            return make_global(batch, sharding, self._checked, self.check_every_batch)
         except (TypeError, ValueError):
             check_keys_sortable(batch)
             raise

@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from datarax.sharding.ledger import RowLedger
+from datarax.sharding._ledger import RowLedger
 
 from ._palette import COPIES_HATCH, device_colors, hatch_color, host_colors, text_color
 

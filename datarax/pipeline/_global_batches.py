@@ -15,11 +15,11 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
+from datarax.pipeline._sources import Rows
+from datarax.sharding._global_arrays import CheckedSignatures, make_global
+from datarax.sharding._ledger import RowLedger
+from datarax.sharding._local_shapes import local_index
 from datarax.sharding.array_sharder import ArraySharder
-from datarax.sharding.global_arrays import make_global
-from datarax.sharding.ledger import RowLedger
-from datarax.sharding.local_shapes import local_index
-from datarax.sources import Rows
 
 Index = tuple[slice | np.ndarray, ...]
 
@@ -34,6 +34,7 @@ class GlobalBatches:
 
     def __init__(self, sharding: Sharding, batch_size: int, remainder: int = 0):
         self.sharding = sharding
+        self._checked = CheckedSignatures()  # this pipeline's own: checked on its first batch
         self._ledgers: dict[int, RowLedger] = {}
         self._positions: dict[int, slice | np.ndarray] = {}
         self._trailing: dict[tuple[int, tuple[int, ...]], Index] = {}
@@ -86,7 +87,7 @@ class GlobalBatches:
         if jax.process_count() == 1:
             return ArraySharder().shard(batch, self.sharding)
         if not self._splits_trailing:
-            return make_global(batch, self.sharding)
+            return make_global(batch, self.sharding, self._checked)
 
         def trailing(leaf: Any) -> Any:
             if np.ndim(leaf) < 2:
@@ -95,4 +96,4 @@ class GlobalBatches:
                 leaf = leaf[(slice(None),) * dim + (part,)]
             return leaf
 
-        return make_global(jax.tree_util.tree_map(trailing, batch), self.sharding)
+        return make_global(jax.tree_util.tree_map(trailing, batch), self.sharding, self._checked)

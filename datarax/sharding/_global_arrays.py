@@ -10,23 +10,28 @@ exchange one small message through the coordinator and check, on every host, tha
 - hosts that hold the same part of a leaf (replicas that span hosts, 0-d leaves
   included) passed identical data, by comparing digests of those parts.
 
-The check runs on the first call with each batch signature, or on every call with
-``every_batch`` (and always when some process holds no part of the batch). Then each
+The check runs on the first batch of each signature that one sharder (or pipeline)
+passes, kept in that caller's `CheckedSignatures`, or on every call with
+``every_batch`` (and always when some process holds no part of the batch). A second
+sharder with the same shapes checks its own first batch again. Then each
 leaf becomes one global `jax.Array` (``jax.make_array_from_callback``), each device's
 block cut from this host's data at a place worked out once per batch signature.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
+from collections.abc import Hashable
 from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
+from datarax._caches import BoundedCache
 from datarax.sharding._checks import (
     check_leaf_kind,
     check_sharding_type,
@@ -37,9 +42,8 @@ from datarax.sharding._checks import (
     spec_axis_names,
 )
 from datarax.sharding._exchange import exchange
-from datarax.sharding.local_shapes import local_index, local_to_global_shape
+from datarax.sharding._local_shapes import local_index, local_to_global_shape
 
-_PLAN_CACHE_SIZE = 256
 _FIX = (
     "Every process must pass exactly the part of the batch its devices hold under the "
     "sharding: take it with JaxProcessSharder().shard_data(data, sharding=sharding) from "
@@ -63,7 +67,29 @@ class _Leaf:
     shared: tuple[tuple[str, tuple[slice, ...]], ...]  # blocks other hosts hold too
 
 
-_plans: dict[tuple[Any, ...], tuple[list[_Leaf], bool]] = {}
+_plans: BoundedCache[tuple[list[_Leaf], bool]] = BoundedCache("global array plans", 256)
+
+
+class CheckedSignatures:
+    """The batch signatures one sharder or pipeline has checked with the other hosts.
+
+    Every host keeps its own, and they stay equal because every host passes the same
+    batches in the same order: so they are marks, not a cache, and
+    `datarax.clear_caches` leaves them alone. The oldest of more than `limit` are
+    forgotten (on every host alike), so that signature is checked again.
+    """
+
+    def __init__(self, limit: int = 1024):
+        self._keys: collections.OrderedDict[Hashable, None] = collections.OrderedDict()
+        self._limit = limit
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._keys
+
+    def add(self, key: Hashable) -> None:
+        self._keys[key] = None
+        while len(self._keys) > self._limit:
+            self._keys.popitem(last=False)
 
 
 def _describe_sharding(sharding: Sharding) -> str:
@@ -211,8 +237,16 @@ def _check_agreement(messages: list[dict[str, Any]], plan: list[_Leaf]) -> None:
         _check_leaf(position, leaf, messages)
 
 
-def make_global(batch: Any, sharding: Sharding, every_batch: bool = False) -> Any:
+def make_global(
+    batch: Any,
+    sharding: Sharding,
+    checked: CheckedSignatures | None = None,
+    every_batch: bool = False,
+) -> Any:
     """Builds global `jax.Array`s from this process's part of `batch` (all must call).
+
+    The hosts check the batch together unless `checked` (the caller's marks; None:
+    none) holds its signature; `every_batch` checks every batch.
 
     Raises:
         TypeError: `sharding` is not a Sharding, or a leaf cannot be placed.
@@ -235,7 +269,6 @@ def make_global(batch: Any, sharding: Sharding, every_batch: bool = False) -> An
         sharding,
     )
     known = _plans.get(key)
-    fresh = known is None
     if known is None:
         if isinstance(sharding, NamedSharding):
             check_spec_against_mesh(sharding.spec, dict(sharding.mesh.shape))
@@ -243,12 +276,10 @@ def make_global(batch: Any, sharding: Sharding, every_batch: bool = False) -> An
         plan = [_plan_leaf(leaf_name(path), leaf, sharding) for path, leaf in path_leaves]
         holders = {d.process_index for d in sharding.device_set}
         known = (plan, len(holders) < jax.process_count())
-        if len(_plans) >= _PLAN_CACHE_SIZE:
-            _plans.clear()
-        _plans[key] = known
+        _plans.put(key, known)
     plan, always = known
     global_shapes = [leaf.global_shape for leaf in plan]
-    if fresh or every_batch or always:
+    if every_batch or always or checked is None or key not in checked:
         message = {
             "tree": str(treedef),
             "sharding": _describe_sharding(sharding),
@@ -268,11 +299,9 @@ def make_global(batch: Any, sharding: Sharding, every_batch: bool = False) -> An
         }
         texts = exchange(json.dumps(message, sort_keys=True), "shard()")
         messages = [json.loads(text) for text in texts]
-        try:
-            _check_agreement(messages, plan)
-        except (TypeError, ValueError):
-            _plans.pop(key, None)
-            raise
+        _check_agreement(messages, plan)
+        if checked is not None:
+            checked.add(key)
         global_shapes = [
             next(
                 (

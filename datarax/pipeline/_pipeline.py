@@ -30,10 +30,10 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Sharding
 
-from datarax._agreement import agree, agree_on_batches_left, feeds_hosts
-from datarax._global_batches import GlobalBatches
+from datarax.pipeline._agreement import agree, agree_on_batches_left, feeds_hosts
+from datarax.pipeline._global_batches import GlobalBatches
+from datarax.pipeline._sources import ArraySource, RandomAccessSource, Rows, read_rows
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
-from datarax.sources import ArraySource, RandomAccessSource, Rows, read_rows
 
 Batch = Any
 Stage = Callable[[Batch], Batch]

@@ -31,7 +31,7 @@ def _orbax() -> Any:
         import orbax.checkpoint as ocp
     except ImportError:
         raise ImportError(
-            "datarax.checkpoint needs orbax-checkpoint: pip install "
+            "Checkpoints needs orbax-checkpoint: pip install "
             "'datarax-sharding[checkpoint]' (or pip install orbax-checkpoint)."
         ) from None
     return ocp

@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from datarax import _cluster_args
-from datarax._cluster_report import read_output, read_record, report
-from datarax._cluster_watch import stage, stop, watch
+from datarax.distributed import _args
+from datarax.distributed._report import read_output, read_record, report
+from datarax.distributed._watch import stage, stop, watch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +171,7 @@ def launch_local(
         [(0, 2, 4), (1, 2, 4)]
     """
     script = isinstance(target, (str, os.PathLike))
-    options = _cluster_args.check(
+    options = _args.check(
         script=script,
         num_processes=num_processes,
         devices_per_process=devices_per_process,
@@ -221,7 +221,7 @@ def launch_local(
 
 
 def _run(
-    job_dir: Path, log_paths: Sequence[Path], options: _cluster_args.Options
+    job_dir: Path, log_paths: Sequence[Path], options: _args.Options
 ) -> tuple[int | None, str, list[int | None]]:
     """Starts the processes, watches them and stops what is left of them.
 
@@ -230,7 +230,7 @@ def _run(
     """
     watch_read, watch_write = os.pipe()  # neither end is inherited unless passed
     processes: list[subprocess.Popen[bytes]] = []
-    command = [sys.executable, "-m", "datarax._cluster_worker", str(job_dir)]
+    command = [sys.executable, "-m", "datarax.distributed._worker", str(job_dir)]
     env = _worker_env(options.env)
     try:
         for index, log_path in enumerate(log_paths):

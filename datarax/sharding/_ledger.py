@@ -27,7 +27,7 @@ from datarax.sharding._checks import (
     check_sharding_type,
     ways_out,
 )
-from datarax.sharding.local_shapes import merge_spans
+from datarax.sharding._local_shapes import merge_spans
 
 HostOf = Mapping[int, int] | Callable[[Any], int] | None
 

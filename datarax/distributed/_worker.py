@@ -1,6 +1,6 @@
 """One process of a local cluster started by `datarax.distributed.launch_local`.
 
-Run as ``python -m datarax._cluster_worker JOB_DIR PROCESS_INDEX [WATCH_FD]``. It reads
+Run as ``python -m datarax.distributed._worker JOB_DIR PROCESS_INDEX [WATCH_FD]``. It reads
 the job from ``JOB_DIR/job.pkl``, joins the JAX cluster on 127.0.0.1, runs the target
 and writes ``JOB_DIR/result-<i>.pkl``: ``("ok", value)`` or ``("error", traceback)``.
 Everything it prints goes to the file the launcher gave it as stdout.

@@ -1,0 +1,25 @@
+"""Feeding: batches from a source through stages, per host or as one global batch.
+
+`Pipeline` reads batches from a source (`ArraySource`, or anything with ``__len__``
+and ``__getitem__``), runs them through stages and, with ``sharding=``, builds one
+global batch on every host. `prefetch_to_device` places the next batches in the
+background, and `Checkpoints` saves a pipeline's position beside the model's state.
+"""
+
+from datarax.pipeline._checkpoint import Checkpoints as Checkpoints
+from datarax.pipeline._pipeline import Pipeline as Pipeline
+from datarax.pipeline._prefetch import DevicePrefetcher as DevicePrefetcher
+from datarax.pipeline._prefetch import prefetch_to_device as prefetch_to_device
+from datarax.pipeline._sources import ArraySource as ArraySource
+from datarax.pipeline._sources import RandomAccessSource as RandomAccessSource
+from datarax.pipeline._sources import read_rows as read_rows
+
+__all__ = [
+    "ArraySource",
+    "Checkpoints",
+    "DevicePrefetcher",
+    "Pipeline",
+    "RandomAccessSource",
+    "prefetch_to_device",
+    "read_rows",
+]
