@@ -295,6 +295,14 @@ def conflict_checks() -> dict[str, Any]:
         messages["uneven"] = str(error)
     fitting = sharder.shard_data({"x": np.arange(12.0)}, uneven)
     messages["uneven_fixed"] = (len(fitting["x"]), sharder.shard(fitting, uneven)["x"].shape)
+    # A second sharder with the same shapes (an eval loop, say) checks its own first
+    # batch: its replicas that differ raise on every host.
+    JaxProcessSharder().shard(same, sharding)
+    try:
+        JaxProcessSharder().shard(later, sharding)
+        messages["second_sharder"] = None
+    except ValueError as error:
+        messages["second_sharder"] = str(error)
     return messages
 
 
@@ -336,6 +344,62 @@ def global_pipeline_checks() -> dict[str, Any]:
             "order": pipeline.epoch_order(0).tolist(),
             "ledger": [RowLedger(sharding, 16).rows_of_host(jax.process_index()).tolist()],
         }
+    return results
+
+
+class PlainShard:
+    """A stage that holds a sharder and is no nnx.Module."""
+
+    def __init__(self, sharder: JaxProcessSharder, sharding: NamedSharding):
+        self.sharder, self.sharding = sharder, sharding
+
+    def __call__(self, batch: Any) -> Any:
+        return self.sharder.shard(batch, self.sharding)
+
+
+def _held_sharder_epochs(policy: str, rows: int) -> dict[str, Any]:
+    """One epoch per way of holding the sharder, a jitted step after every batch."""
+    sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), P("data"))
+    held = {"sharder": JaxProcessSharder()}
+    holders = {
+        "plain_class": [PlainShard(JaxProcessSharder(), sharding)],
+        "dict": [lambda b: held["sharder"].shard(b, sharding)],
+    }
+    step = jax.jit(jnp_sum)
+    results: dict[str, Any] = {}
+    for name, stages in holders.items():
+        pipeline = Pipeline(
+            source={"x": np.ones((rows, 2), np.float32)},
+            stages=stages,
+            batch_size=8,
+            uneven_hosts=policy,  # type: ignore[arg-type]
+        )
+        count = 0
+        try:
+            for batch in pipeline:
+                step(batch["x"]).block_until_ready()
+                count += 1
+            results[name] = count
+        except ValueError as error:
+            results[name] = str(error)
+    return results
+
+
+def held_sharder_checks() -> dict[str, Any]:
+    """40 and 24 rows (5 and 3 batches): however the sharder is held, the hosts stop
+    together or raise together; hosts built with different uneven_hosts raise."""
+    rows = 40 if jax.process_index() == 0 else 24
+    results = {policy: _held_sharder_epochs(policy, rows) for policy in ("stop", "raise")}
+    mixed = "stop" if jax.process_index() == 0 else "raise"
+    results["mixed"] = _held_sharder_epochs(mixed, rows)["plain_class"]
+    # A spec longer than a leaf's rank: the named error on every host, not JAX's IndexError.
+    mesh = Mesh(np.array(jax.devices()).reshape(2, -1), ("data", "model"))
+    wide = NamedSharding(mesh, P("data", None, "model"))
+    try:
+        next(iter(Pipeline(source={"x": np.ones((8, 4), np.float32)}, batch_size=4, sharding=wide)))
+        results["rank"] = None
+    except ValueError as error:
+        results["rank"] = str(error)
     return results
 
 
@@ -384,6 +448,7 @@ def two_host_checks() -> dict[str, Any]:
         "conflicts": conflict_checks(),
         "global_pipeline": global_pipeline_checks(),
         "epoch_end": epoch_end_checks(),
+        "held_sharder": held_sharder_checks(),
     }
 
 

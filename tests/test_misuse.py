@@ -10,6 +10,7 @@ import json
 import re
 import weakref
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 
 import jax
@@ -22,6 +23,7 @@ from flax import nnx
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+import datarax
 from datarax import viz
 from datarax.distributed import setup_devices
 from datarax.pipeline import Pipeline, prefetch_to_device
@@ -257,32 +259,86 @@ class _Holder:
         return self.module(block)
 
 
+_GLOBAL_MODULES: dict[str, _Scale] = {}
+
+
+def _through_a_global(block: jax.Array) -> jax.Array:
+    return _GLOBAL_MODULES["scale"](block)
+
+
+def _nested(module: _Scale) -> Any:
+    def outer() -> Any:
+        def inner(block: jax.Array) -> jax.Array:
+            return module(block)
+
+        return inner
+
+    return outer()
+
+
 def _calls(module: _Scale) -> dict[str, Any]:
+    listed, named, held = [module], {"scale": module}, SimpleNamespace(scale=module)
+    _GLOBAL_MODULES["scale"] = module
     return {
         "module": module,
         "method": module.shifted,
         "closure": lambda b: module(b),
+        "list": lambda b: listed[0](b),
+        "dict": lambda b: named["scale"](b),
+        "global": _through_a_global,
+        "attribute": _Holder(module),
         "partial": functools.partial(_Scale.__call__, module),
-        "holder": _Holder(module),
+        "nested_closure": _nested(module),
+        "default": lambda b, scale=module: scale(b),
+        "namespace": lambda b: held.scale(b),
     }
 
 
-@pytest.mark.parametrize("call", ["module", "method", "closure", "partial", "holder"])
-def test_parallel_transform_uses_a_modules_current_parameters(call: str) -> None:
+CALLS = list(_calls(_Scale(1.0)))
+
+
+@pytest.mark.parametrize("rebind", [False, True], ids=["in_place", "rebound"])
+@pytest.mark.parametrize("call", CALLS)
+def test_parallel_transform_uses_a_modules_current_parameters(call: str, rebind: bool) -> None:
+    """However the module is reached, a changed parameter gives the new result."""
     x = np.full((8, 2), 32.0, np.float32)
     module = _Scale(2.0)
     fn = _calls(module)[call]
     sharder = ArraySharder()
 
     before = sharder.parallel_transform(x, fn, MESH, P("data"))
-    module.factor[...] = jnp.asarray(5.0)
+    if rebind:
+        module.factor = nnx.Param(jnp.asarray(5.0))
+    else:
+        module.factor[...] = jnp.asarray(5.0)
     after = sharder.parallel_transform(x, fn, MESH, P("data"))
     expected = (34.0, 37.0) if call == "method" else (64.0, 160.0)
     assert (np.asarray(before)[0, 0], np.asarray(after)[0, 0]) == expected
     owner = weakref.ref(module)
+    _GLOBAL_MODULES.clear()
     del module, fn
     gc.collect()
     assert owner() is None
+
+
+def test_a_modules_transform_is_compiled_once() -> None:
+    module = _Scale(2.0)
+    x = np.ones((8, 2), np.float32)
+    traces = []
+    original = _Scale.__call__
+
+    def counting(self: _Scale, block: jax.Array) -> jax.Array:
+        traces.append(1)
+        return original(self, block)
+
+    datarax.clear_caches()  # earlier tests compiled modules of the same graph
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Scale, "__call__", counting)
+        for factor in (2.0, 3.0, 4.0):
+            module.factor[...] = jnp.asarray(factor)
+            out = ArraySharder().parallel_transform(x, module, MESH, P("data"))
+            assert float(np.asarray(out)[0, 0]) == factor
+    assert len(traces) == 1
 
 
 # 8. Loose arguments: bools take only bools; ints take numpy ints, not bools or floats.

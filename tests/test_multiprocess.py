@@ -20,14 +20,8 @@ import _multihost_checks as checks
 import numpy as np
 import pytest
 
-from datarax import distributed
-from datarax.distributed import (
-    ClusterError,
-    ProcessResult,
-    _describe_target,
-    free_port,
-    launch_local,
-)
+from datarax.distributed import ClusterError, ProcessResult, _launcher, free_port, launch_local
+from datarax.distributed._launcher import _describe_target
 from datarax.distributed._report import report
 
 HERE = Path(__file__).parent
@@ -233,6 +227,7 @@ def test_replicas_that_differ_raise_on_every_host(two_host_runs: list[ProcessRes
         assert "shape (6, 2), making (18, 2) on process 1" in messages["uneven"]
         rows = 8 if run.process_index == 0 else 4
         assert messages["uneven_fixed"] == (rows, (12,))
+        assert "Processes [0, 1] all hold rows" in messages["second_sharder"]
 
 
 def _running(pid: int, wait_s: float = 5.0) -> bool:
@@ -305,7 +300,7 @@ def test_a_coordinator_whose_port_is_taken_is_reported(monkeypatch: pytest.Monke
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        monkeypatch.setattr(distributed, "free_port", lambda: taken.getsockname()[1])
+        monkeypatch.setattr(_launcher, "free_port", lambda: taken.getsockname()[1])
         error = _cluster_failure(checks.one_d_checks, 60, timeout_s=90)
     assert error.process_index == 0
     message = str(error)
@@ -416,3 +411,15 @@ def test_uneven_epochs_stop_together_or_raise_everywhere(
         assert got["raise_seconds"] < 10
         if run.process_index == 0:
             assert got["alone"] == 5
+
+
+def test_however_the_sharder_is_held_the_hosts_agree(two_host_runs: list[ProcessResult]) -> None:
+    """A sharder in a plain class or reached through a dict: 5 and 3 batches stop at 3
+    on both hosts, or raise on both; the jitted step after each batch never hangs."""
+    for run in two_host_runs:
+        got = run.value["held_sharder"]
+        assert got["stop"] == {"plain_class": 3, "dict": 3}
+        for text in got["raise"].values():
+            assert "in epoch 0: 5 on process 0, 3 on process 1" in text
+        assert "different uneven_hosts: 'stop' on process 0, 'raise' on process 1" in got["mixed"]
+        assert "batch['x'] has shape (4, 4) (rank 2), but the PartitionSpec" in got["rank"]

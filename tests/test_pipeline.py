@@ -12,8 +12,8 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.pipeline import ArraySource, Pipeline, prefetch_to_device
-from datarax.sharding import ArraySharder, JaxProcessSharder
+from datarax.pipeline import ArraySource, Pipeline, _agreement, prefetch_to_device
+from datarax.sharding import ArraySharder, JaxProcessSharder, _global_arrays
 
 
 def _source(rows: int = 20) -> dict[str, np.ndarray]:
@@ -303,26 +303,59 @@ def test_prefetch_saves_the_state_of_the_batch_the_step_consumed() -> None:
         prefetch_to_device(iter([1, 2])).get_state()
 
 
-def test_hosts_that_feed_a_process_sharder_are_found() -> None:
-    sharder = JaxProcessSharder()
+class _PlainShard:
+    """A stage that holds a sharder and is no nnx.Module."""
+
+    def __init__(self, sharder: JaxProcessSharder, sharding: NamedSharding):
+        self.sharder, self.sharding = sharder, sharding
+
+    def __call__(self, batch: dict) -> dict:
+        return self.sharder.shard(batch, self.sharding)
+
+
+def test_a_pipeline_agrees_from_the_first_batch_that_crosses_hosts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the pipeline does decides, not what its stages hold: one process plays a
+    2-process job whose exchanges each return this process's own text."""
+    agreed: list[list[int | str]] = []
+
+    def exchange(text: str, what: str = "") -> list[str]:
+        if what == "Pipeline iteration":
+            agreed.append(json.loads(text))
+        return [text]
+
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(_agreement, "exchange", exchange)
+    monkeypatch.setattr(_global_arrays, "exchange", exchange)
     sharding = NamedSharding(jax.make_mesh((8,), ("data",)), P("data"))
-
-    class Shard(nnx.Module):
-        def __init__(self, sharder, sharding):
-            self.sharder, self.sharding = sharder, sharding
-
-        def __call__(self, batch):
-            return self.sharder.shard(batch, self.sharding)
-
-    def make(stages, **options):
-        return Pipeline(source=_source(16), stages=stages, batch_size=8, **options)
-
-    assert make([Shard(sharder, sharding)]).multihost
-    assert make([sharder.shard_data]).multihost
-    assert make([lambda b: sharder.shard(b, sharding)]).multihost
-    assert not make([lambda b: ArraySharder().shard(b, sharding)]).multihost
-    assert not make([Shard(sharder, sharding)], multihost=False).multihost
-    assert make([], multihost=True).multihost
+    held = {"sharder": JaxProcessSharder()}
+    ways = {
+        "plain class": [_PlainShard(JaxProcessSharder(), sharding)],
+        "dict": [lambda b: held["sharder"].shard(b, sharding)],
+        "prefetch": [],
+    }
+    for way, stages in ways.items():
+        agreed.clear()
+        pipeline = Pipeline(source=_source(24), stages=stages, batch_size=8)
+        for _ in range(2):  # two epochs
+            if way == "prefetch":
+                placed = prefetch_to_device(
+                    pipeline, sharding=sharding, sharder=JaxProcessSharder()
+                )
+                assert len(list(placed)) == 3
+            else:
+                assert len(list(pipeline)) == 3
+        # Once at its first global batch, then at the start of the second epoch.
+        assert agreed == [[3, "stop"], [3, "stop"]], way
+    for options in ({"stages": [lambda b: b]}, {"stages": ways["dict"], "multihost": False}):
+        agreed.clear()
+        alone = Pipeline(source=_source(24), batch_size=8, **options)
+        assert [len(list(alone)) for _ in range(2)] == [3, 3]
+        assert agreed == []  # never waits for another host
+    told = Pipeline(source=_source(24), batch_size=8, multihost=True)
+    assert [len(list(told)) for _ in range(2)] == [3, 3]
+    assert agreed == [[3, "stop"], [3, "stop"]]
 
 
 def test_records_of_different_dtypes_are_named_not_promoted() -> None:

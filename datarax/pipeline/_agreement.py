@@ -1,22 +1,17 @@
-"""Decisions the hosts of a pipeline take together, and who has to take part.
+"""Decisions the hosts of a pipeline take together.
 
 `agree` is one small exchange through the coordinator, bounded in time: every host
 learns every host's value, and a disagreement is an error on every host, never a
-hang. `feeds_hosts` tells whether a pipeline's stages hand their batches to a
-`JaxProcessSharder`, the one case where the hosts must stay in step.
+hang. Which pipelines take part is decided by what they do (`Pipeline` calls
+`agree_on_batches_left` once its batches have crossed hosts), never by searching
+their stages.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Iterator, Sequence
-from typing import Any
-
-from flax import nnx
+import json
 
 from datarax.sharding._exchange import exchange
-from datarax.sharding.jax_process_sharder import JaxProcessSharder
 
 
 def agree(text: str, what: str | None) -> list[str]:
@@ -42,9 +37,17 @@ def agree_on_batches_left(left: int, epoch: int, uneven_hosts: str) -> int:
     """How many batches every host runs when each has `left` of `epoch` to go.
 
     ``"stop"``: the smallest count; ``"raise"``: a ValueError on every host naming each
-    host's count when they differ.
+    host's count when they differ. Hosts built with different `uneven_hosts` get a
+    ValueError on every host too.
     """
-    counts = [int(text) for text in agree(str(left), None)]
+    texts = agree(json.dumps([left, uneven_hosts]), None)
+    counts, policies = zip(*(json.loads(text) for text in texts), strict=True)
+    if len(set(policies)) > 1:
+        listed = ", ".join(f"{p!r} on process {i}" for i, p in enumerate(policies))
+        raise ValueError(
+            f"The hosts' pipelines were built with different uneven_hosts: {listed}. "
+            "Pass the same uneven_hosts to Pipeline on every host."
+        )
     if len(set(counts)) > 1 and uneven_hosts == "raise":
         listed = ", ".join(f"{c} on process {p}" for p, c in enumerate(counts))
         raise ValueError(
@@ -54,40 +57,3 @@ def agree_on_batches_left(left: int, epoch: int, uneven_hosts: str) -> int:
             "the smallest count."
         )
     return min(counts)
-
-
-def _reachable(stage: Any, depth: int = 2) -> Iterator[Any]:
-    """Objects a stage can reach: itself, a bound method's owner, a partial's parts,
-    a function's closure and the globals it names, an nnx.Module's graph."""
-    yield stage
-    if depth == 0:
-        return
-    if isinstance(stage, nnx.Module):
-        for _, node in nnx.iter_graph(stage):
-            yield node
-        return
-    inner: list[Any] = []
-    if inspect.ismethod(stage):
-        inner.append(stage.__self__)
-    elif isinstance(stage, functools.partial):
-        inner += [stage.func, *stage.args, *stage.keywords.values()]
-    elif inspect.isfunction(stage):
-        inner += [cell.cell_contents for cell in stage.__closure__ or () if _filled(cell)]
-        inner += [stage.__globals__[n] for n in stage.__code__.co_names if n in stage.__globals__]
-    for item in inner:
-        yield from _reachable(item, depth - 1)
-
-
-def _filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:  # an empty cell
-        return False
-    return True
-
-
-def feeds_hosts(stages: Sequence[Any]) -> bool:
-    """Whether any stage reaches a `JaxProcessSharder` (the hosts must then agree)."""
-    return any(
-        isinstance(item, JaxProcessSharder) for stage in stages for item in _reachable(stage)
-    )

@@ -13,12 +13,13 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Sharding
+from jax.sharding import NamedSharding, Sharding
 
 from datarax.pipeline._sources import Rows
+from datarax.sharding._checks import leaf_name, named_leaf_sharding
 from datarax.sharding._global_arrays import CheckedSignatures, make_global
 from datarax.sharding._ledger import RowLedger
-from datarax.sharding._local_shapes import local_index
+from datarax.sharding._placement import local_index
 from datarax.sharding.array_sharder import ArraySharder
 
 Index = tuple[slice | np.ndarray, ...]
@@ -70,11 +71,18 @@ class GlobalBatches:
             return shifted if order is None else order[shifted]
         return start + positions if order is None else order[start:stop][positions]
 
-    def _trailing_part(self, rows: int, shape: tuple[int, ...]) -> Index:
-        """This host's part of dimensions 1+ of a leaf; empty when it holds them whole."""
+    def _trailing_part(self, name: str, rows: int, shape: tuple[int, ...]) -> Index:
+        """This host's part of dimensions 1+ of leaf `name`; empty when it holds them whole.
+
+        Raises:
+            ValueError: the leaf's rank or shape does not fit the sharding.
+        """
         key = (rows, shape)
         if key not in self._trailing:
-            index = local_index(self.sharding, (rows, *shape))
+            sharding = self.sharding
+            if isinstance(sharding, NamedSharding):
+                sharding = named_leaf_sharding(name, (rows, *shape), sharding)
+            index = local_index(sharding, (rows, *shape))
             whole = [
                 isinstance(p, slice) and p == slice(0, n)
                 for p, n in zip(index[1:], shape, strict=True)
@@ -89,11 +97,14 @@ class GlobalBatches:
         if not self._splits_trailing:
             return make_global(batch, self.sharding, self._checked)
 
-        def trailing(leaf: Any) -> Any:
+        def trailing(path: Any, leaf: Any) -> Any:
             if np.ndim(leaf) < 2:
                 return leaf
-            for dim, part in enumerate(self._trailing_part(rows, np.shape(leaf)[1:]), start=1):
-                leaf = leaf[(slice(None),) * dim + (part,)]
+            part = self._trailing_part(leaf_name(path), rows, np.shape(leaf)[1:])
+            for dim, cut in enumerate(part, start=1):
+                leaf = leaf[(slice(None),) * dim + (cut,)]
             return leaf
 
-        return make_global(jax.tree_util.tree_map(trailing, batch), self.sharding, self._checked)
+        return make_global(
+            jax.tree_util.tree_map_with_path(trailing, batch), self.sharding, self._checked
+        )

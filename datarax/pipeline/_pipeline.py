@@ -4,8 +4,12 @@ Per host (no ``sharding=``): batches of the source's rows go through `stages` in
 order; a stage such as ``lambda b: sharder.shard(b, sharding)`` places them on
 devices, so data stays on the host until that stage places exactly one batch. When
 several JAX processes each run such a pipeline into a `JaxProcessSharder`, they agree
-before every epoch on how many batches it has, so none waits for a batch another
-host never makes.
+on how many batches each epoch has, so none waits for a batch another host never
+makes. The rule, from what the pipeline does: once one of its batches is about to
+become global arrays (a `JaxProcessSharder`'s ``shard`` in a stage, however the
+sharder is held, or in the placement of a `prefetch_to_device` over it), the hosts
+agree on the epoch then and at the start of every later epoch; a pipeline whose
+batches never cross hosts never waits for another host.
 
 Global (``sharding=S``): every host builds the same pipeline over the same global
 source. Batch k of an epoch is the rows ``epoch_order(epoch)[k*B:(k+1)*B]`` (plain
@@ -30,10 +34,11 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Sharding
 
-from datarax.pipeline._agreement import agree, agree_on_batches_left, feeds_hosts
+from datarax.pipeline._agreement import agree, agree_on_batches_left
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, Rows, read_rows
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
+from datarax.sharding._exchange import feeding
 
 Batch = Any
 Stage = Callable[[Batch], Batch]
@@ -55,10 +60,21 @@ def _check_stages(name: str, stages: Sequence[Stage]) -> tuple[Stage, ...]:
     return tuple(stages)
 
 
+def stop_iteration_error(where: str, error: StopIteration) -> RuntimeError:
+    """The error a `StopIteration` from user code becomes (it would end an epoch in silence)."""
+    return RuntimeError(
+        f"{where} raised StopIteration ({error!r}). Inside a pipeline that would end the "
+        "epoch early without a word, so it is an error: return a batch, or raise "
+        "another exception to stop."
+    )
+
+
 def _run_stage(stages: tuple[Stage, ...], name: str, batch: Batch) -> Batch:
     for position, stage in enumerate(stages):
         try:
             batch = stage(batch)
+        except StopIteration as error:
+            raise stop_iteration_error(f"{name}[{position}]", error) from error
         except ValueError as error:
             if "read-only" not in str(error):
                 raise
@@ -97,11 +113,12 @@ class Pipeline:
         sharding: make global batches placed with this sharding (see above).
         device_stages: with `sharding`, callables applied to the global batch after
             placement (jax arrays; jit them for speed).
-        multihost: whether the hosts' pipelines feed one global batch, so they must
-            agree on each epoch's number of batches. None (default) detects a
-            `JaxProcessSharder` in the stages; pass True when it sits elsewhere (in
-            ``prefetch_to_device(..., sharder=...)``), False for a pipeline one host
-            runs alone.
+        multihost: whether the hosts' pipelines must agree on each epoch's number of
+            batches. None (default): decided by what the pipeline does, from the first
+            batch that is about to become global arrays (see above). True: agree at
+            the start of every epoch, the first included (needed when a host may have
+            no batch at all in its first epoch). False: never (a pipeline one host
+            runs alone).
         uneven_hosts: when per-host pipelines have different numbers of batches in
             an epoch: ``"stop"`` (default) makes every host stop at the smallest,
             ``"raise"`` raises a ValueError on every host naming each host's count.
@@ -164,7 +181,9 @@ class Pipeline:
         if self.sharding is not None:
             remainder = 0 if self.drop_remainder else rows % batch
             self._global = GlobalBatches(self.sharding, batch, remainder)
-        self.multihost = feeds_hosts(self.stages) if multihost is None else multihost
+        self.multihost = multihost
+        self._feeds_hosts = bool(multihost)  # its batches have crossed hosts (or True)
+        self._epoch_start, self._end, self._end_agreed = 0, self.num_batches, False
         self._epoch, self._next_batch = 0, 0
         self._resume = True  # the next iter() continues at (_epoch, _next_batch)
         self._generation = 0
@@ -254,32 +273,59 @@ class Pipeline:
             return self._global.rows(order, start, stop)
         return slice(start, stop) if order is None else order[start:stop]
 
-    def _agree_on_epoch(self) -> int:
-        """How many batches this epoch runs, agreed with the other hosts when needed."""
-        if jax.process_count() == 1 or not (self.sharding is not None or self.multihost):
-            return self.num_batches
-        if self.sharding is not None:
-            # A global epoch's batches follow from the state; once the hosts have found
-            # their states equal, at the start or after set_state, the epochs after it
-            # stay equal without another exchange (which would also wait for the slowest).
-            if not self._agreed:
-                agree(json.dumps(self.get_state(), sort_keys=True), "the pipeline's state")
-                self._agreed = True
-            return self.num_batches
-        left = self.num_batches - self._next_batch
-        return self._next_batch + agree_on_batches_left(left, self._epoch, self.uneven_hosts)
+    def _start_epoch(self) -> np.ndarray | None:
+        """Begins the epoch at (`_epoch`, `_next_batch`): its row order, and its end,
+        agreed with the other hosts when this pipeline feeds them."""
+        self._epoch_start, self._end, self._end_agreed = self._next_batch, self.num_batches, False
+        if jax.process_count() > 1:
+            if self.sharding is not None:
+                # A global epoch's batches follow from the state; once the hosts have
+                # found their states equal, at the start or after set_state, the epochs
+                # after it stay equal without another exchange.
+                if not self._agreed:
+                    agree(json.dumps(self.get_state(), sort_keys=True), "the pipeline's state")
+                    self._agreed = True
+                self._end_agreed = True
+            elif self._feeds_hosts and self.multihost is not False:
+                self._agree_on_end()
+        return self.epoch_order(self._epoch)
 
-    def _produce(self, plan: tuple[np.ndarray | None, int]) -> Batch:
-        """The next batch of the epoch `plan` (row order, end), or StopIteration.
+    def _agree_on_end(self) -> None:
+        left = self.num_batches - self._epoch_start
+        agreed = agree_on_batches_left(left, self._epoch, self.uneven_hosts)
+        self._end, self._end_agreed = self._epoch_start + agreed, True
+
+    def _crossing_hosts(self) -> None:
+        """One of this pipeline's batches is about to become global arrays: from now on
+        the hosts agree on each epoch's end, this one included."""
+        if self.sharding is not None or self.multihost is False:
+            return
+        self._feeds_hosts = True
+        if not self._end_agreed:
+            self._agree_on_end()
+
+    def _produce(self, order: np.ndarray | None) -> Batch:
+        """The next batch of the epoch whose row order is `order`, or StopIteration.
 
         The position moves on only once every stage has returned, so a batch whose
         stage raised is not consumed: the next call makes it again.
         """
-        order, end = plan
-        if self._next_batch >= end:
+        if self._next_batch >= self._end:
             raise StopIteration
+        length = len(self.source)
+        if length != self.source_length:
+            raise ValueError(
+                f"The source had {self.source_length} rows when the pipeline was built and "
+                f"has {length} now. Batches and states follow from the source's length, so "
+                "build a new Pipeline over the changed source."
+            )
         rows = self._rows(order, self._next_batch)
-        batch = _run_stage(self.stages, "stages", read_rows(self.source, rows))
+        try:
+            batch = read_rows(self.source, rows)
+        except StopIteration as error:
+            raise stop_iteration_error("the source's __getitem__", error) from error
+        with feeding(self._crossing_hosts):
+            batch = _run_stage(self.stages, "stages", batch)
         if self._global is not None:
             size = min(self.batch_size, self.source_length - self._next_batch * self.batch_size)
             placed = self._global.place(batch, size)
@@ -298,11 +344,17 @@ class _Epoch(Iterator[Batch]):
 
     def __init__(self, pipeline: Pipeline, generation: int):
         self._pipeline, self._generation = pipeline, generation
-        self._plan: tuple[np.ndarray | None, int] | None = None  # on the first next()
+        self._order: np.ndarray | None = None
+        self._started = False  # the epoch begins at the first next()
         self._finished = False
 
     def __iter__(self) -> _Epoch:
         return self
+
+    def _crossing_hosts(self) -> None:
+        """A batch this iterator gave is about to become global arrays (a prefetcher
+        places it): the pipeline agrees on its epochs from now on."""
+        self._pipeline._crossing_hosts()
 
     def __next__(self) -> Batch:
         pipeline = self._pipeline
@@ -315,10 +367,10 @@ class _Epoch(Iterator[Batch]):
                 "p, or two prefetchers over p). A pipeline has one position, so only its "
                 "newest iterator can go on; build a second Pipeline for an independent pass."
             )
-        if self._plan is None:
-            self._plan = (pipeline.epoch_order(pipeline._epoch), pipeline._agree_on_epoch())
+        if not self._started:
+            self._order, self._started = pipeline._start_epoch(), True
         try:
-            return pipeline._produce(self._plan)
+            return pipeline._produce(self._order)
         except StopIteration:
             self._finished = True
             raise

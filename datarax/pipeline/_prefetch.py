@@ -18,8 +18,10 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
+from datarax.pipeline._pipeline import stop_iteration_error
 from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import check_int, check_sharding_type
+from datarax.sharding._exchange import feeding
 from datarax.sharding.array_sharder import ArraySharder
 
 Batch = Any
@@ -50,6 +52,9 @@ def _produce(
     place: Place | None,
     state_of: Callable[[], Any] | None,
 ) -> None:
+    # A pipeline's iterator says so when a batch it made is about to cross hosts (it
+    # then agrees with the other hosts on its epoch): placing here is such a moment.
+    crossing_hosts = getattr(batches, "_crossing_hosts", None)
     try:
         while True:
             channel.free_slots.acquire()
@@ -62,7 +67,11 @@ def _produce(
                 return
             state = state_of() if state_of is not None else None
             if place is not None:
-                batch = place(batch)
+                try:
+                    with feeding(crossing_hosts):
+                        batch = place(batch)
+                except StopIteration as error:
+                    raise stop_iteration_error("place", error) from error
             channel.items.put((jax.block_until_ready(batch), state))
     except BaseException as error:  # carried to the consumer, re-raised there
         channel.items.put(_Failure(error))

@@ -18,6 +18,7 @@ import numpy as np
 
 from datarax.sharding._checks import (
     check_keys_sortable,
+    check_known_container,
     check_not_deleted,
     check_rows_agree,
     flatten_with_names,
@@ -65,6 +66,7 @@ class ArraySource:
             raise ValueError("source has no arrays; pass e.g. {'image': images, 'label': labels}.")
         for name, leaf in named:
             check_not_deleted(name, leaf)
+            check_known_container(name, leaf)
         self._leaves = [np.asarray(leaf) for _, leaf in named]  # views: a memmap stays on disk
         for (name, _), leaf in zip(named, self._leaves, strict=True):
             if leaf.ndim == 0:

@@ -3,14 +3,18 @@ data and build global arrays from the parts (`JaxProcessSharder`, also exported 
 `JaxProcessSharderModule`), and the `RowLedger` that says which rows live where."""
 
 from datarax.sharding._base import SharderModule as SharderModule
+from datarax.sharding._base import SharderModuleConfig as SharderModuleConfig
 from datarax.sharding._ledger import RowLedger as RowLedger
 from datarax.sharding._ledger import pretend_hosts as pretend_hosts
-from datarax.sharding._local_shapes import global_to_local_shape as global_to_local_shape
-from datarax.sharding._local_shapes import local_index as local_index
-from datarax.sharding._local_shapes import local_to_global_shape as local_to_global_shape
 from datarax.sharding._padding import pad_to_multiple as pad_to_multiple
+from datarax.sharding._placement import global_to_local_shape as global_to_local_shape
+from datarax.sharding._placement import local_index as local_index
+from datarax.sharding._placement import local_to_global_shape as local_to_global_shape
 from datarax.sharding.array_sharder import ArraySharder as ArraySharder
 from datarax.sharding.jax_process_sharder import JaxProcessSharder as JaxProcessSharder
+from datarax.sharding.jax_process_sharder import (
+    JaxProcessSharderConfig as JaxProcessSharderConfig,
+)
 from datarax.sharding.jax_process_sharder import (
     JaxProcessSharderModule as JaxProcessSharderModule,
 )
@@ -19,9 +23,11 @@ from datarax.sharding.jax_process_sharder import shard_bounds as shard_bounds
 __all__ = [
     "ArraySharder",
     "JaxProcessSharder",
+    "JaxProcessSharderConfig",
     "JaxProcessSharderModule",
     "RowLedger",
     "SharderModule",
+    "SharderModuleConfig",
     "global_to_local_shape",
     "local_index",
     "local_to_global_shape",

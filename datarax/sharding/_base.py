@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,17 +34,58 @@ def _normalize_rules(axis_rules: AxisRules | None) -> tuple[tuple[str, MeshAxes]
     return tuple(rules)
 
 
+@dataclasses.dataclass(frozen=True)
+class SharderModuleConfig:
+    """A sharder's settings as one object, the form of the original datarax API.
+
+    ``ArraySharder(SharderModuleConfig(sharding_rules=[("batch", "data")]))`` is
+    ``ArraySharder(axis_rules=[("batch", "data")])``.
+
+    Attributes:
+        sharding_rules: logical-to-mesh axis pairs, or None for no rules.
+    """
+
+    sharding_rules: Sequence[tuple[str, MeshAxes]] | None = None
+
+    def __post_init__(self) -> None:
+        rules = _normalize_rules(self.sharding_rules)  # checked, and hashable
+        object.__setattr__(self, "sharding_rules", rules)
+
+
+def resolve_rules(
+    config: SharderModuleConfig | None, axis_rules: AxisRules | None, cls: type
+) -> tuple[tuple[str, MeshAxes], ...] | None:
+    """The axis rules from `config` or `axis_rules`; giving both is an error."""
+    if config is not None and not isinstance(config, cls):
+        raise TypeError(
+            f"config must be a {cls.__name__} (or None), got {type(config).__name__}; or "
+            "pass the settings as keywords instead."
+        )
+    if config is not None and config.sharding_rules is not None and axis_rules is not None:
+        raise ValueError(
+            "The axis rules were given twice, as config.sharding_rules and as axis_rules=; "
+            "pass them once."
+        )
+    if config is not None and config.sharding_rules is not None:
+        return _normalize_rules(config.sharding_rules)
+    return _normalize_rules(axis_rules)
+
+
 class SharderModule(nnx.Module):
     """Base class of the sharders: logical axis names, shardings and shard_map.
 
-    Sharding is deterministic, so `rngs` is accepted for a uniform constructor and
-    otherwise unused.
+    Settings come as keywords, or as a config object (`SharderModuleConfig`), the
+    form of the original datarax API; ``self.config`` holds them either way. Sharding
+    is deterministic, so `rngs` is accepted for a uniform constructor and otherwise
+    unused; `name` is kept as ``self.name``.
 
     Args:
+        config: the settings as a `SharderModuleConfig`, or None.
         axis_rules: optional logical-to-mesh axis rules, as a mapping or a sequence
             of pairs, e.g. ``{"batch": "data", "length": None}``. Without rules,
             logical names are used as mesh axis names unchanged.
         rngs: accepted and unused.
+        name: an optional name for the module.
 
     Example:
         >>> sharder = ArraySharder(axis_rules={"batch": "data", "pixels": None})
@@ -51,16 +93,31 @@ class SharderModule(nnx.Module):
         True
     """
 
-    def __init__(self, *, axis_rules: AxisRules | None = None, rngs: nnx.Rngs | None = None):
+    def __init__(
+        self,
+        config: SharderModuleConfig | None = None,
+        *,
+        axis_rules: AxisRules | None = None,
+        rngs: nnx.Rngs | None = None,
+        name: str | None = None,
+    ):
         del rngs
-        self.axis_rules = _normalize_rules(axis_rules)
+        self.axis_rules = resolve_rules(config, axis_rules, SharderModuleConfig)
+        self.config = SharderModuleConfig(sharding_rules=self.axis_rules)
+        self.name = name
 
-    def get_partition_spec(self, logical_spec: Sequence[str | None]) -> PartitionSpec:
+    def get_partition_spec(
+        self, logical_spec: PartitionSpec | Sequence[str | None] | str
+    ) -> PartitionSpec:
         """Translates logical axis names to a PartitionSpec of mesh axes.
+
+        A `PartitionSpec` already names mesh axes and is returned unchanged.
 
         Raises:
             ValueError: a logical name has no rule (when rules were given).
         """
+        if isinstance(logical_spec, PartitionSpec):
+            return logical_spec
         if isinstance(logical_spec, str):
             logical_spec = (logical_spec,)
         if self.axis_rules is None:
@@ -100,16 +157,22 @@ class SharderModule(nnx.Module):
         batch: Any,
         fn: Callable[[Any], Any],
         mesh: Mesh,
-        in_spec: PartitionSpec,
-        out_spec: PartitionSpec | None = None,
+        in_spec: PartitionSpec | tuple[str | None, ...],
+        out_spec: PartitionSpec | tuple[str | None, ...] | None = None,
     ) -> Any:
         """Runs `fn` on every device's shard of `batch` with `jax.shard_map`.
 
-        `batch` is first placed with ``NamedSharding(mesh, in_spec)``; `fn` sees the
-        per-device block of every leaf and returns blocks laid out as `out_spec`
-        (default: `in_spec`). The jitted transform is cached per (fn, mesh, specs),
-        without keeping `fn` alive; an ``nnx.Module`` is called with its current
-        state every time. No ``with mesh:`` or ``jax.set_mesh`` is needed.
+        A spec is a `PartitionSpec`, or a tuple of logical axis names that the axis
+        rules translate. `batch` is first placed with ``NamedSharding(mesh,
+        in_spec)``; `fn` sees the per-device block of every leaf and returns blocks
+        laid out as `out_spec` (default: `in_spec`). No ``with mesh:`` or
+        ``jax.set_mesh`` is needed.
+
+        The compiled transform is reused only when `fn` is an ``nnx.Module`` or a
+        method of one, whose state is then passed in on every call, so changed
+        parameters give the new result; any other callable is traced again on every
+        call, so what it reads through a closure, a list, a dict or a global is
+        always read afresh. For speed, pass the module (or its method) itself.
 
         Example:
             >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
@@ -118,13 +181,20 @@ class SharderModule(nnx.Module):
             >>> float(abs(y).sum()) > 0
             True
         """
-        if not isinstance(in_spec, PartitionSpec):
-            raise TypeError(
-                f"in_spec must be a jax.sharding.PartitionSpec, got {type(in_spec).__name__}."
-            )
+        in_spec = self._spec("in_spec", in_spec)
         check_spec_against_mesh(in_spec, dict(mesh.shape))
-        out_spec = in_spec if out_spec is None else out_spec
+        out_spec = in_spec if out_spec is None else self._spec("out_spec", out_spec)
+        check_spec_against_mesh(out_spec, dict(mesh.shape))
         if not callable(fn):
             raise TypeError(f"fn must be a callable block -> block, got {type(fn).__name__}.")
         placed = self.shard(batch, NamedSharding(mesh, in_spec))
         return per_device_transform(fn, mesh, in_spec, out_spec)(placed)
+
+    def _spec(self, name: str, spec: Any) -> PartitionSpec:
+        """A PartitionSpec as given, or a tuple of logical names translated by the rules."""
+        if isinstance(spec, (PartitionSpec, tuple)):
+            return self.get_partition_spec(spec)
+        raise TypeError(
+            f"{name} must be a jax.sharding.PartitionSpec or a tuple of logical axis names, "
+            f"got {type(spec).__name__} {spec!r:.60}: write P(...), e.g. P('data')."
+        )

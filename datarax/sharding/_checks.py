@@ -8,6 +8,7 @@ so that one rule has one wording wherever it applies.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import math
 import numbers
 from collections.abc import Sequence
@@ -252,6 +253,28 @@ def _check_python_int(name: str, leaf: int) -> None:
         )
 
 
+def check_known_container(name: str, leaf: Any) -> None:
+    """Raises TypeError for a mapping or set that ``jax.tree_util`` takes as one leaf.
+
+    Containers are what ``jax.tree_util`` says they are: a dict, an OrderedDict, a
+    list or a registered pytree is one, a ``types.MappingProxyType`` or a home-made
+    ``collections.abc.Mapping`` is not, and would be split (or placed) as one leaf.
+
+    Example:
+        >>> import types
+        >>> check_known_container("data", types.MappingProxyType({"x": 1}))
+        Traceback (most recent call last):
+        ...
+        TypeError: data is a mappingproxy, a container jax.tree_util does not know...
+    """
+    if isinstance(leaf, (collections.abc.Mapping, collections.abc.Set)):
+        raise TypeError(
+            f"{name} is a {type(leaf).__name__}, a container jax.tree_util does not know, "
+            "so JAX would take it whole as one leaf. Pass a dict (e.g. dict(...)) or a "
+            "list, or register the type with jax.tree_util.register_pytree_node."
+        )
+
+
 def check_leaf_kind(name: str, leaf: Any, device: Any = None) -> None:
     """Raises TypeError (ValueError for a python int out of range) for a leaf that cannot
     become a jax.Array, on `device` when given.
@@ -267,6 +290,7 @@ def check_leaf_kind(name: str, leaf: Any, device: Any = None) -> None:
             "or remove the leaf from the batch before sharding."
         )
     check_not_deleted(name, leaf)
+    check_known_container(name, leaf)
     if isinstance(leaf, (np.ndarray, np.generic, jax.Array)):
         dtype = np.dtype(leaf.dtype)
         where = "JAX does not accept on devices"

@@ -1,11 +1,21 @@
-"""One small exchange of text between all processes, bounded in time.
+"""One small exchange of text between all processes, bounded in time, and the signal
+that a batch is about to cross hosts.
 
 Every process publishes a text and reads everyone else's through the coordinator's
 key-value store, so a process that never arrives gives an error after a time-out
 instead of a hang. Without a coordinator client it falls back to an XLA all-gather.
+
+`crossing_hosts` is what a pipeline learns its batches reach other hosts from: a
+pipeline runs its stages inside `feeding(callback)`, and every builder of global
+arrays calls `crossing_hosts()` before its own exchange, however the sharder that
+calls it is held.
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 
 import jax
 import numpy as np
@@ -17,6 +27,27 @@ EXCHANGE_TIMEOUT_S = 120.0
 _KEY_PREFIX = "datarax/exchange"
 _BLOCK = 64  # rounds whose keys are removed together, once all processes are past them
 _rounds_done = [0]
+_feeding: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "datarax_feeding", default=None
+)
+
+
+@contextlib.contextmanager
+def feeding(callback: Callable[[], None] | None) -> Iterator[None]:
+    """Runs the body with `callback` as what `crossing_hosts` calls (in this thread)."""
+    token = _feeding.set(callback)
+    try:
+        yield
+    finally:
+        _feeding.reset(token)
+
+
+def crossing_hosts() -> None:
+    """Says that a batch is about to become global arrays: the pipeline whose stage (or
+    prefetcher) runs this, if any, then agrees with the other hosts on its epoch."""
+    callback = _feeding.get()
+    if callback is not None:
+        callback()
 
 
 def exchange(text: str, what: str = "shard()", timeout_s: float = EXCHANGE_TIMEOUT_S) -> list[str]:

@@ -41,17 +41,20 @@ from datarax.sharding._checks import (
     named_leaf_sharding,
     spec_axis_names,
 )
-from datarax.sharding._exchange import exchange
-from datarax.sharding._local_shapes import local_index, local_to_global_shape
+from datarax.sharding._exchange import crossing_hosts, exchange
+from datarax.sharding._placement import (
+    Spans,
+    device_spans,
+    host_ids,
+    local_index,
+    local_to_global_shape,
+)
 
 _FIX = (
     "Every process must pass exactly the part of the batch its devices hold under the "
     "sharding: take it with JaxProcessSharder().shard_data(data, sharding=sharding) from "
     "the same global batch on every host."
 )
-
-
-Spans = tuple[tuple[int, int], ...]  # a block of a leaf: (start, stop) per dimension
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,9 +111,10 @@ def _regions(
     """Where each block of a leaf that this host's devices hold lies in this host's
     data, and those of the blocks that other hosts hold too, keyed 'start:stop,...'."""
     me = jax.process_index()
+    spans_of = device_spans(sharding, global_shape)
     holders: dict[Spans, set[int]] = {}
-    for device, index in sharding.devices_indices_map(global_shape).items():
-        holders.setdefault(_spans(index, global_shape), set()).add(device.process_index)
+    for spans, host in zip(spans_of.values(), host_ids(spans_of), strict=True):
+        holders.setdefault(spans, set()).add(host)
     mine = local_index(sharding, global_shape)
     regions: dict[Spans, tuple[slice, ...]] = {}
     for spans, hosts in holders.items():
@@ -255,6 +259,7 @@ def make_global(
             fit the sharding. Raised on every host.
     """
     check_sharding_type(sharding)
+    crossing_hosts()
     leaves, treedef = jax.tree_util.tree_flatten(batch)
     for leaf in leaves:
         if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:

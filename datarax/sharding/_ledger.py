@@ -14,7 +14,6 @@ global array that is, in every dimension.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -27,9 +26,13 @@ from datarax.sharding._checks import (
     check_sharding_type,
     ways_out,
 )
-from datarax.sharding._local_shapes import merge_spans
-
-HostOf = Mapping[int, int] | Callable[[Any], int] | None
+from datarax.sharding._placement import (
+    HostOf,
+    check_distinct_devices,
+    device_spans,
+    host_ids,
+    merge_spans,
+)
 
 
 def pretend_hosts(num_hosts: int, devices: Any = None) -> dict[int, int]:
@@ -39,12 +42,23 @@ def pretend_hosts(num_hosts: int, devices: Any = None) -> dict[int, int]:
     host, the way a pod's hosts each drive a few neighbouring chips. Pass it as
     ``RowLedger(..., host_of=pretend_hosts(n))`` to plan a pod with simulated devices.
 
+    Raises:
+        ValueError: a device is listed twice, or `num_hosts` does not divide the
+            number of devices.
+
     Example:
         >>> pretend_hosts(4)
         {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3}
     """
     devices = list(jax.devices() if devices is None else devices)
     num_hosts = check_int("num_hosts", num_hosts)
+    ids = [getattr(device, "id", device) for device in devices]
+    if len(set(ids)) != len(ids):
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(
+            f"devices lists device {', '.join(map(str, repeated))} more than once; each "
+            "device belongs to one host, so list each once."
+        )
     if len(devices) % num_hosts:
         raise ValueError(
             f"{len(devices)} devices cannot be split into {num_hosts} hosts of equal size; "
@@ -52,27 +66,6 @@ def pretend_hosts(num_hosts: int, devices: Any = None) -> dict[int, int]:
         )
     per_host = len(devices) // num_hosts
     return {device.id: position // per_host for position, device in enumerate(devices)}
-
-
-def _hosts(devices: list[Any], host_of: HostOf) -> np.ndarray:
-    if host_of is None:
-        return np.array([device.process_index for device in devices], dtype=np.int64)
-    if isinstance(host_of, Mapping):
-        missing = [device.id for device in devices if device.id not in host_of]
-        if missing:
-            raise ValueError(
-                f"host_of has no host for device id(s) {missing[:8]}; give every device of "
-                "the sharding a host, e.g. with datarax.sharding.pretend_hosts(num_hosts)."
-            )
-        hosts = [host_of[device.id] for device in devices]
-    elif callable(host_of):
-        hosts = [host_of(device) for device in devices]
-    else:
-        raise TypeError(
-            "host_of must be a mapping {device id: host}, a function device -> host, or "
-            f"None (each device's process_index), got {type(host_of).__name__}."
-        )
-    return np.array([check_int("a host index", h, minimum=0) for h in hosts], dtype=np.int64)
 
 
 def _row_sharding(sharding: Sharding) -> Sharding:
@@ -115,6 +108,7 @@ class RowLedger:
     def __init__(self, sharding: Sharding, num_rows: int, *, host_of: HostOf = None):
         check_sharding_type(sharding)
         check_devices_known(sharding)
+        check_distinct_devices(sharding)
         self.sharding = sharding
         self.num_rows = check_int("num_rows", num_rows, minimum=0)
         rows = _row_sharding(sharding)
@@ -126,19 +120,16 @@ class RowLedger:
                 f"A global batch of {self.num_rows} rows cannot be split into the "
                 f"{parts} equal row blocks this sharding needs. " + ways_out(0, parts)
             ) from None
-        placed = rows.devices_indices_map((self.num_rows,))
-        devices = sorted(placed, key=lambda device: device.id)
-        spans = [placed[device][0].indices(self.num_rows)[:2] for device in devices]
+        spans = device_spans(rows, (self.num_rows,))
+        devices = sorted(spans, key=lambda device: device.id)
         self.devices: tuple[Any, ...] = tuple(devices)
         self._positions = {device.id: position for position, device in enumerate(devices)}
-        self._starts = np.array([start for start, _ in spans], dtype=np.int64)
-        self._stops = np.array([stop for _, stop in spans], dtype=np.int64)
-        self._hosts = _hosts(devices, host_of)
-        self.hosts: tuple[int, ...] = tuple(int(h) for h in np.unique(self._hosts))
-        self._host_numbers = {host: number for number, host in enumerate(self.hosts)}
-        order = np.lexsort((self._starts, self._hosts))
-        self._by_host = order
-        self._host_edges = np.searchsorted(self._hosts[order], [*self.hosts, np.inf])
+        self._rows = [spans[device][0] for device in devices]  # (start, stop), Python ints
+        self._hosts = host_ids(devices, host_of)  # Python ints: exact for any host id
+        self.hosts: tuple[int, ...] = tuple(sorted(set(self._hosts)))
+        self._by_host: dict[int, list[int]] = {}
+        for position in sorted(range(len(devices)), key=lambda p: self._rows[p][0]):
+            self._by_host.setdefault(self._hosts[position], []).append(position)
 
     def _position(self, device: Any) -> int:
         device_id = getattr(device, "id", device)
@@ -146,20 +137,16 @@ class RowLedger:
             raise ValueError(f"device {device_id!r} holds no part of this sharding.")
         return self._positions[device_id]
 
-    def _host_positions(self, host: int) -> np.ndarray:
-        number = self._host_numbers.get(host)
-        if number is None:
-            return np.zeros(0, dtype=np.int64)
-        return self._by_host[self._host_edges[number] : self._host_edges[number + 1]]
+    def _host_positions(self, host: int) -> list[int]:
+        return self._by_host.get(check_int("host", host, minimum=0), [])
 
     def host_of_device(self, device: Any) -> int:
         """The host that drives `device` (a `jax.Device` or its id)."""
-        return int(self._hosts[self._position(device)])
+        return self._hosts[self._position(device)]
 
     def rows_of_device(self, device: Any) -> range:
         """The global rows `device` (a `jax.Device` or its id) holds."""
-        position = self._position(device)
-        return range(int(self._starts[position]), int(self._stops[position]))
+        return range(*self._rows[self._position(device)])
 
     def devices_of_host(self, host: int) -> tuple[Any, ...]:
         """The devices of `host` that hold part of the batch, by id."""
@@ -167,8 +154,7 @@ class RowLedger:
 
     def blocks_of_host(self, host: int) -> list[tuple[int, int]]:
         """The rows `host` must read, as sorted, disjoint ``(start, stop)`` ranges."""
-        positions = self._host_positions(host)
-        return merge_spans(np.stack([self._starts[positions], self._stops[positions]], axis=1))
+        return merge_spans(self._rows[p] for p in self._host_positions(host))
 
     def rows_of_host(self, host: int) -> np.ndarray:
         """The global rows `host` must read, in increasing order (empty if none)."""
@@ -186,8 +172,11 @@ class RowLedger:
         row = check_int("row", row, minimum=0)
         if row >= self.num_rows:
             raise ValueError(f"row must be in [0, {self.num_rows - 1}], got {row}.")
-        held = (self._starts <= row) & (row < self._stops)
-        return tuple(self.devices[p] for p in np.flatnonzero(held))
+        return tuple(
+            device
+            for device, (start, stop) in zip(self.devices, self._rows, strict=True)
+            if start <= row < stop
+        )
 
     def hosts_of_row(self, row: int) -> tuple[int, ...]:
         """The hosts whose devices hold global row `row`."""
@@ -200,8 +189,8 @@ class RowLedger:
     @functools.cached_property
     def _shared(self) -> dict[tuple[int, int], tuple[int, ...]]:
         holders: dict[tuple[int, int], set[int]] = {}
-        for start, stop, host in zip(self._starts, self._stops, self._hosts, strict=True):
-            holders.setdefault((int(start), int(stop)), set()).add(int(host))
+        for block, host in zip(self._rows, self._hosts, strict=True):
+            holders.setdefault(block, set()).add(host)
         return {block: tuple(sorted(h)) for block, h in sorted(holders.items()) if len(h) > 1}
 
     def hosts_sharing_with(self, host: int) -> tuple[int, ...]:
@@ -232,9 +221,8 @@ class RowLedger:
     def device_table(self) -> str:
         """One line per device: its host and its rows."""
         lines = ["device  host  rows"]
-        for position, device in enumerate(self.devices):
-            rows = _span([(int(self._starts[position]), int(self._stops[position]))])
-            lines.append(f"{device.id:<6}  {int(self._hosts[position]):<4}  {rows}")
+        for device, block, host in zip(self.devices, self._rows, self._hosts, strict=True):
+            lines.append(f"{device.id:<6}  {host:<4}  {_span([block])}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -97,3 +97,56 @@ class ArraySharder(SharderModule):
             leaf_shardings(batch, sharding)  # raises the ValueError that names it
             raise
         return jax.tree_util.tree_unflatten(treedef, placed)
+
+    @staticmethod
+    def shard_static(batch: Any, sharding: Sharding) -> Any:
+        """``ArraySharder().shard(batch, sharding)``, as a static method (original API)."""
+        return _ONE.shard(batch, sharding)
+
+    def shard_with_info(
+        self, batch: Any, sharding: Sharding, info: dict[str, Any] | None = None
+    ) -> Any:
+        """`shard`, recording the batch's structure and shapes before and after, and each
+        leaf's sharding, in `info` (a dict, filled in place) under
+        ``"batch_pre_sharding"`` and ``"batch_post_sharding"``.
+
+        Example:
+            >>> sharding = NamedSharding(jax.make_mesh((len(jax.devices()),), ("data",)), P("data"))
+            >>> info = {}
+            >>> _ = ArraySharder().shard_with_info({"x": np.zeros((8, 2))}, sharding, info)
+            >>> info["batch_post_sharding"]["shapes"]
+            {'x': (8, 2)}
+        """
+        if info is None:
+            info = {}
+        if not isinstance(info, dict):
+            raise TypeError(f"info must be a dict to fill in (or None), got {type(info).__name__}.")
+
+        def shapes(tree: Any) -> Any:
+            return jax.tree_util.tree_map(lambda leaf: getattr(leaf, "shape", None), tree)
+
+        info["batch_pre_sharding"] = {
+            "structure": jax.tree_util.tree_structure(batch),
+            "shapes": shapes(batch),
+        }
+        placed = self.shard(batch, sharding)
+        info["batch_post_sharding"] = {
+            "structure": jax.tree_util.tree_structure(placed),
+            "shapes": shapes(placed),
+            "shardings": jax.tree_util.tree_map(lambda leaf: leaf.sharding, placed),
+        }
+        return placed
+
+    @staticmethod
+    def shard_with_info_static(
+        batch: Any, sharding: Sharding, info: dict[str, Any] | None = None
+    ) -> Any:
+        """`shard_with_info` as a static method (original API)."""
+        return _ONE.shard_with_info(batch, sharding, info)
+
+    def apply_parallel_transform(self, batch: Any, transform_fn: Any, *args: Any) -> Any:
+        """`parallel_transform` under its other name in the original API."""
+        return self.parallel_transform(batch, transform_fn, *args)
+
+
+_ONE = ArraySharder()

@@ -17,7 +17,7 @@ Two ways to choose a host's rows:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
 from typing import Any, TypeVar
 
 import jax
@@ -25,12 +25,13 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, Sharding
 
-from datarax.sharding._base import AxisRules, SharderModule
+from datarax.sharding._base import AxisRules, SharderModule, SharderModuleConfig, resolve_rules
 from datarax.sharding._checks import (
     check_bool,
     check_devices_known,
     check_int,
     check_keys_sortable,
+    check_known_container,
     check_not_deleted,
     check_process,
     check_rows_agree,
@@ -40,7 +41,7 @@ from datarax.sharding._checks import (
     named_leaf_sharding,
 )
 from datarax.sharding._global_arrays import CheckedSignatures, make_global
-from datarax.sharding._local_shapes import local_index
+from datarax.sharding._placement import local_index
 from datarax.sharding.array_sharder import ArraySharder
 
 Data = TypeVar("Data")
@@ -98,11 +99,12 @@ def _rows_of(value: Any, name: str, in_sequence: bool = False) -> int:
     return len(value)
 
 
-def _leaves(data: Mapping[Any, Any]) -> tuple[list[tuple[str, Any, bool]], Any]:
-    """A dict's leaves: name, value, and whether a list or tuple holds it (a container)."""
+def _leaves(data: Any) -> tuple[list[tuple[str, Any, bool]], Any]:
+    """A pytree's leaves: name, value, and whether a list or tuple holds it (a container)."""
     path_leaves, treedef = flatten_with_path(data, "data")
     for path, leaf in path_leaves:
         check_not_deleted(leaf_name(path, "data"), leaf)
+        check_known_container(leaf_name(path, "data"), leaf)
     named = [
         (
             leaf_name(path, "data"),
@@ -137,6 +139,25 @@ def _leaf_sharding(name: str, shape: tuple[int, ...], sharding: Sharding) -> Sha
     return sharding
 
 
+@dataclasses.dataclass(frozen=True)
+class JaxProcessSharderConfig(SharderModuleConfig):
+    """`JaxProcessSharder`'s settings as one object, the form of the original datarax API.
+
+    ``JaxProcessSharderModule(JaxProcessSharderConfig(drop_remainder=False))`` is
+    ``JaxProcessSharder(drop_remainder=False)``.
+
+    Attributes:
+        drop_remainder: give every host the same number of rows (see `shard_bounds`).
+        sharding_rules: logical-to-mesh axis pairs, or None.
+    """
+
+    drop_remainder: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool("drop_remainder", self.drop_remainder)
+
+
 class JaxProcessSharder(SharderModule):
     """Gives each JAX process its part of the data and builds global arrays from the parts.
 
@@ -148,10 +169,14 @@ class JaxProcessSharder(SharderModule):
 
     Also exported as ``JaxProcessSharderModule``.
 
+    Settings come as keywords or as a `JaxProcessSharderConfig` (the original datarax
+    form); giving one setting both ways is an error.
+
     Args:
+        config: the settings as a `JaxProcessSharderConfig`, or None.
         drop_remainder: without a sharding, give every host the same number of rows
-            (default), dropping up to ``process_count - 1`` rows; otherwise the first
-            hosts get one more.
+            (the default, also when None), dropping up to ``process_count - 1`` rows;
+            otherwise the first hosts get one more.
         check_every_batch: make `shard` check every batch across hosts, not only the
             first of each batch signature: it catches a host that switches to a
             signature the others have already seen, and replicas whose data differ in
@@ -163,6 +188,7 @@ class JaxProcessSharder(SharderModule):
         process_count: override of ``jax.process_count()``.
         axis_rules: optional logical-to-mesh axis rules (see `SharderModule`).
         rngs: accepted and unused.
+        name: an optional name for the module.
 
     Example:
         >>> host = JaxProcessSharder(process_index=1, process_count=4)
@@ -174,19 +200,30 @@ class JaxProcessSharder(SharderModule):
 
     def __init__(
         self,
+        config: JaxProcessSharderConfig | None = None,
         *,
-        drop_remainder: bool = True,
+        drop_remainder: bool | None = None,
         check_every_batch: bool = False,
         process_index: int | None = None,
         process_count: int | None = None,
         axis_rules: AxisRules | None = None,
         rngs: nnx.Rngs | None = None,
+        name: str | None = None,
     ):
-        super().__init__(axis_rules=axis_rules, rngs=rngs)
+        rules = resolve_rules(config, axis_rules, JaxProcessSharderConfig)
+        super().__init__(axis_rules=rules, rngs=rngs, name=name)
+        if config is not None and drop_remainder is not None:
+            raise ValueError(
+                "drop_remainder was given twice, in config and as a keyword; pass it once."
+            )
+        if drop_remainder is None:
+            drop_remainder = True if config is None else config.drop_remainder
+        self.drop_remainder = check_bool("drop_remainder", drop_remainder)
+        self.config = JaxProcessSharderConfig(rules, self.drop_remainder)
         count = jax.process_count() if process_count is None else process_count
         index = jax.process_index() if process_index is None else process_index
         self.process_index, self.process_count = check_process(index, count)
-        self.drop_remainder = check_bool("drop_remainder", drop_remainder)
+        self.local_device_count = jax.local_device_count()
         self.check_every_batch = check_bool("check_every_batch", check_every_batch)
         self._checked = CheckedSignatures()  # this sharder's own: a new one checks again
 
@@ -214,9 +251,12 @@ class JaxProcessSharder(SharderModule):
         """This host's part of `data`, a global batch.
 
         Without `sharding`: rows ``bounds(len(data))``. Arrays are sliced along their
-        first axis (a view for numpy, no copy); lists and tuples keep their type; in a
-        dict, every array is sliced, 0-d leaves are kept whole on every host, and
-        tuples and lists are containers, as in any pytree.
+        first axis (a view for numpy, no copy); a list or tuple at the top level is a
+        sequence of rows and keeps its type. Anything else is split as
+        ``jax.tree_util`` sees it: in a dict (or any registered pytree) every array
+        leaf is sliced, 0-d leaves are kept whole on every host, and tuples and lists
+        are containers. A mapping or set that ``jax.tree_util`` does not know (a
+        ``types.MappingProxyType``, say) is refused, never split as one leaf.
 
         With `sharding` (the sharding of the global batch): exactly the part of each
         leaf that this host's devices hold under it, in global order: all rows when
@@ -225,8 +265,9 @@ class JaxProcessSharder(SharderModule):
         replicated, so every host keeps them. Pass the result to `shard`.
 
         Raises:
-            TypeError: `data` or a leaf has no rows or was deleted (donated), a dict's
-                keys cannot be sorted, or `sharding` is not a Sharding.
+            TypeError: `data` or a leaf has no rows or was deleted (donated), is a
+                container ``jax.tree_util`` does not know, a dict's keys cannot be
+                sorted, or `sharding` is not a Sharding.
             ValueError: the leaves differ in rows, the rows do not split the way the
                 sharding needs, or a pretend host is given a sharding.
 
@@ -239,7 +280,10 @@ class JaxProcessSharder(SharderModule):
             self._refuse_pretend("shard_data(data, sharding=...)")
             check_sharding_type(sharding)
             check_devices_known(sharding)
-        if not isinstance(data, Mapping):
+        if isinstance(data, (list, tuple)) or jax.tree_util.treedef_is_leaf(
+            flatten_with_path(data, "data")[1]
+        ):
+            check_known_container("data", data)
             rows = _rows_of(data, "data")
             if sharding is None:
                 start, stop = self.bounds(rows)
