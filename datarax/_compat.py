@@ -12,18 +12,30 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding
 
 
-def coordinator_client() -> Any | None:
-    """The coordinator's key-value client, or None when there is none to reach.
+def coordinator_client() -> Any:
+    """The coordinator's key-value client, through which hosts exchange with a time limit.
 
-    Used for exchanges that must fail after a time-out instead of hanging. JAX has no
-    public handle on it (as of 0.10); without it, callers fall back to an all-gather.
+    JAX has no public handle on it (as of 0.12); `datarax.sharding._exchange` is its
+    only user. Raises rather than fall back to an exchange that could wait forever.
+
+    Raises:
+        RuntimeError: this JAX keeps the client elsewhere, or no cluster was joined.
     """
     try:
         from jax._src import distributed
     except ImportError:
-        return None
-    state = getattr(distributed, "global_state", None)
-    return getattr(state, "client", None)
+        distributed = None
+    client = getattr(getattr(distributed, "global_state", None), "client", None)
+    if client is None:
+        raise RuntimeError(
+            f"This job runs {jax.process_count()} processes, but JAX {jax.__version__} shows "
+            "no coordinator client at jax._src.distributed.global_state.client, which "
+            "datarax uses to exchange between hosts with a time limit. Join the cluster with "
+            "jax.distributed.initialize(...) before any JAX operation; if you did, this JAX "
+            "moved the client: use a jax release from 0.7.2 to 0.12, which datarax is "
+            "tested on."
+        )
+    return client
 
 
 def backends_started() -> bool | None:

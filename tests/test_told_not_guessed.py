@@ -39,7 +39,7 @@ def _stop(batch: Any) -> Any:
 # A StopIteration from user code is an error, never the end of an epoch.
 
 
-def test_a_stage_that_raises_stop_iteration_is_an_error_not_an_early_end() -> None:
+def test_a_stage_that_raises_stop_iteration_is_an_error() -> None:
     pipeline = Pipeline(source=_source(), stages=[lambda b: b, _stop], batch_size=4)
     iterator = iter(pipeline)
     with pytest.raises(RuntimeError, match=r"stages\[1\] raised StopIteration"):
@@ -209,3 +209,19 @@ def test_every_cache_is_bounded_and_clear_caches_empties_them_all() -> None:
 def test_out_spec_must_be_a_partition_spec() -> None:
     with pytest.raises(TypeError, match=r"out_spec must be a jax.sharding.PartitionSpec"):
         ArraySharder().parallel_transform(np.ones((8, 2)), lambda b: b, MESH, P("data"), ["data"])
+
+
+# The exchange between hosts: the coordinator client, or a clear error.
+
+
+def test_without_a_coordinator_client_the_exchange_names_the_jax_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jax._src import distributed
+
+    from datarax.sharding._exchange import exchange
+
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(distributed.global_state, "client", None)
+    with pytest.raises(RuntimeError, match=rf"JAX {jax.__version__} shows no coordinator client"):
+        exchange("text")

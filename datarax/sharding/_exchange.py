@@ -3,7 +3,9 @@ that a batch is about to cross hosts.
 
 Every process publishes a text and reads everyone else's through the coordinator's
 key-value store, so a process that never arrives gives an error after a time-out
-instead of a hang. Without a coordinator client it falls back to an XLA all-gather.
+instead of a hang. This is the only user of the coordinator client
+(`datarax._compat.coordinator_client`), which raises a clear error where a JAX release
+moved it rather than fall back to an exchange without a time limit.
 
 `crossing_hosts` is what a pipeline learns its batches reach other hosts from: a
 pipeline runs its stages inside `feeding(callback)`, and every builder of global
@@ -18,8 +20,6 @@ import contextvars
 from collections.abc import Callable, Iterator
 
 import jax
-import numpy as np
-from jax.experimental import multihost_utils
 
 from datarax._compat import coordinator_client
 
@@ -65,8 +65,6 @@ def exchange(text: str, what: str = "shard()", timeout_s: float = EXCHANGE_TIMEO
     if count == 1:
         return [text]
     client = coordinator_client()
-    if client is None:
-        return exchange_with_allgather(text)
     round_index = _rounds_done[0]
     _rounds_done[0] += 1
     block, place = divmod(round_index, _BLOCK)
@@ -91,13 +89,3 @@ def exchange(text: str, what: str = "shard()", timeout_s: float = EXCHANGE_TIMEO
         # full: one call removes a whole block of finished rounds (a directory).
         client.key_value_delete(f"{_KEY_PREFIX}/{block - 2}")
     return texts
-
-
-def exchange_with_allgather(text: str) -> list[str]:
-    """`exchange` through an XLA all-gather (no time-out); used without a coordinator."""
-    data = np.frombuffer(text.encode(), dtype=np.uint8)
-    lengths = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int32)))
-    padded = np.zeros(int(lengths.max()), np.uint8)
-    padded[: data.size] = data
-    rows = np.asarray(multihost_utils.process_allgather(padded))
-    return [bytes(row[:n]).decode() for row, n in zip(rows, lengths.ravel(), strict=True)]

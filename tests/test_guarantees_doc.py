@@ -1,0 +1,38 @@
+"""docs/guarantees.md: every promise names tests, and every test it names exists.
+
+A renamed or deleted test would otherwise leave a promise that nothing checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "guarantees.md"
+NAMED = re.compile(r"`(test_\w+\.py)::(\w+)(?:\[[^\]]*\])?`")
+
+
+def _sections() -> dict[str, str]:
+    parts = re.split(r"^## ", DOC.read_text(), flags=re.MULTILINE)[1:]
+    return {part.splitlines()[0]: part for part in parts}
+
+
+def _tests_in(file_name: str) -> set[str]:
+    tree = ast.parse((ROOT / "tests" / file_name).read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def test_every_promise_names_tests() -> None:
+    for title, text in _sections().items():
+        if "**" not in text:
+            continue  # a section without a bold promise
+        assert NAMED.search(text) or "Tests: `test_" in text, f"'{title}' names no test"
+
+
+def test_every_named_test_exists() -> None:
+    named = NAMED.findall(DOC.read_text())
+    assert len(named) > 30
+    missing = [f"{file}::{test}" for file, test in named if test not in _tests_in(file)]
+    assert not missing, f"docs/guarantees.md names tests that do not exist: {missing}"

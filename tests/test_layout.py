@@ -1,0 +1,103 @@
+"""The layout docs/api.md describes: one package per concern, data flowing one way,
+the earlier module paths still importing, and the line counts it states."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "datarax"
+CORE = ("sharding", "pipeline", "distributed")
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def _wing_imports(wing: str) -> set[str]:
+    return {name for path in (PACKAGE / wing).glob("*.py") for name in _imports(path)}
+
+
+def test_data_flows_one_way() -> None:
+    assert not any(name.startswith("datarax.pipeline") for name in _wing_imports("sharding"))
+    for wing in CORE:
+        teaching = {
+            n for n in _wing_imports(wing) if n.startswith(("datarax.viz", "datarax.exercises"))
+        }
+        assert not teaching, (wing, teaching)
+
+
+def test_no_module_sits_loose_at_the_root() -> None:
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
+        "__init__.py",
+        "_caches.py",
+        "_compat.py",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("datarax.sharding.array_sharder", "ArraySharder"),
+        ("datarax.sharding.jax_process_sharder", "JaxProcessSharderModule"),
+        ("datarax.sources", "ArraySource"),
+        ("datarax.prefetch", "prefetch_to_device"),
+        ("datarax.checkpoint", "Checkpoints"),
+        ("datarax.devices", "setup_devices"),
+    ],
+)
+def test_the_seed_and_earlier_paths_still_import(path: str, name: str) -> None:
+    module = importlib.import_module(path)
+    assert getattr(module, name) is not None
+
+
+def _count(wings: tuple[str, ...]) -> tuple[int, int]:
+    """(lines, lines of code: no docstrings, comments or blank lines) of `wings`."""
+    lines = code = 0
+    for wing in wings:
+        folder = PACKAGE if wing == "(root)" else PACKAGE / wing
+        for path in folder.glob("*.py"):
+            text = path.read_text()
+            docs: set[int] = set()
+            for node in ast.walk(ast.parse(text)):
+                body = getattr(node, "body", None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+                    value = body[0].value
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        docs.update(range(body[0].lineno, (body[0].end_lineno or 0) + 1))
+            rows = text.splitlines()
+            lines += len(rows)
+            code += sum(
+                1
+                for number, row in enumerate(rows, 1)
+                if row.strip() and not row.strip().startswith("#") and number not in docs
+            )
+    return lines, code
+
+
+def test_the_line_counts_in_the_docs_hold() -> None:
+    table = (ROOT / "docs" / "api.md").read_text()
+    rows = {
+        "`datarax/sharding/`": ("sharding",),
+        "`datarax/pipeline/`": ("pipeline",),
+        "`datarax/distributed/`": ("distributed",),
+        "`datarax/` (root)": ("(root)",),
+        "core in all": (*CORE, "(root)"),
+    }
+    for label, wings in rows.items():
+        found = re.search(rf"^\| {re.escape(label)} \|.*\| ([\d,]+) \| ([\d,]+) \|$", table, re.M)
+        assert found, label
+        stated = [int(number.replace(",", "")) for number in found.groups()]
+        for said, counted in zip(stated, _count(wings), strict=True):
+            assert abs(said - counted) <= 0.1 * counted, (label, said, counted)
