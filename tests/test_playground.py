@@ -53,9 +53,9 @@ def check_views(pg: viz.Playground) -> None:
         assert re.search(rf">{row.device}</td>.*?{re.escape(block)}", devices_html)
     assert devices_html.count("<tr>") == 1 + len(view.device_rows)
     assert hosts_html.count("<tr>") == 1 + view.settings.hosts
-    if view.ledger is not None:
-        for row in view.host_rows:
-            assert list(row.blocks) == view.ledger.blocks_of_host(row.host)
+    for row in view.host_rows:  # the one placement model, also for a planned mesh
+        assert list(row.blocks) == view.ledger.blocks_of_host(row.host)
+        assert row.devices == tuple(d.id for d in view.ledger.devices_of_host(row.host))
     code = pg.outputs["code"].value
     assert "sharding = NamedSharding(mesh, P(" in code
     if view.real:  # the code builds the very same sharding and placement
@@ -141,8 +141,9 @@ def test_a_mesh_bigger_than_the_runtime_falls_back_and_says_so() -> None:
     assert "needs 16 devices and this runtime has 8" in pg.outputs["status"].value
     assert "jax_num_cpu_devices" in pg.outputs["code"].value
     assert len(pg.view.device_rows) == 16 and pg.view.host_rows[1].devices == tuple(range(8, 16))
-    pg.outputs["tabs"].selected_index = 1
-    assert "RowLedger needs devices" in pg.outputs["ledger_note"].value
+    pg.outputs["tabs"].selected_index = 1  # the ledger of the planned mesh
+    assert bytes(pg.outputs["ledger_picture"].value).startswith(b"\x89PNG")
+    assert pg.view.ledger.rows_of_host(1).tolist() == list(range(8, 16))
 
 
 @pytest.mark.parametrize(

@@ -89,12 +89,15 @@ class RowLedger:
         host_of: which host each device belongs to: None for the devices' own
             ``process_index``, or a mapping ``{device id: host}`` or a function
             ``device -> host`` to let simulated devices play the hosts of a pod
-            (see `pretend_hosts`).
+            (see `pretend_hosts`). With `host_of` the ledger is a plan, so its
+            devices need not be this runtime's (the playground plans meshes larger
+            than the machine); without it they must be.
 
     Raises:
         TypeError: `sharding` is not a Sharding, or `host_of` is not usable.
-        ValueError: `num_rows` does not split the way the sharding needs, or the
-            sharding uses devices that ``jax.devices()`` does not list.
+        ValueError: `num_rows` does not split the way the sharding needs, the mesh
+            lists a device twice, or (without `host_of`) the sharding uses devices
+            that ``jax.devices()`` does not list.
 
     Example:
         >>> mesh = jax.make_mesh((4, 2), ("data", "model"))
@@ -107,7 +110,8 @@ class RowLedger:
 
     def __init__(self, sharding: Sharding, num_rows: int, *, host_of: HostOf = None):
         check_sharding_type(sharding)
-        check_devices_known(sharding)
+        if host_of is None:  # the devices' own hosts: they must be this runtime's
+            check_devices_known(sharding)
         check_distinct_devices(sharding)
         self.sharding = sharding
         self.num_rows = check_int("num_rows", num_rows, minimum=0)

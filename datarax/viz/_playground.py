@@ -107,14 +107,13 @@ class Playground:
             "error": widgets.HTML(),
             "picture": picture,
             "ledger_picture": ledger_picture,
-            "ledger_note": widgets.HTML(),
             "devices": widgets.HTML(),
             "hosts": widgets.HTML(),
             "code": widgets.HTML(),
         }
         for key, widget in self.outputs.items():
             widget.add_class(f"datarax-{key.replace('_', '-')}")
-        tabs = widgets.Tab([picture, widgets.VBox([ledger_picture, self.outputs["ledger_note"]])])
+        tabs = widgets.Tab([picture, ledger_picture])
         tabs.set_title(0, "placement")
         tabs.set_title(1, "rows per host")
         tabs.add_class("datarax-tabs")
@@ -220,15 +219,6 @@ class Playground:
         if self.view is None:
             return
         if self.outputs["tabs"].selected_index == 1:
-            if self.view.ledger is None:
-                self.outputs["ledger_note"].value = (
-                    "<p>RowLedger needs devices this runtime has; the table below "
-                    "gives each host's rows from devices_indices_map.</p>"
-                )
-                self.outputs["ledger_picture"].layout.display = "none"
-                return
-            self.outputs["ledger_note"].value = ""
-            self.outputs["ledger_picture"].layout.display = None
             self.outputs["ledger_picture"].value = self._picture("ledger")[1]
         else:
             self.plot, png = self._picture("placement")

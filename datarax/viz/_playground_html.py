@@ -83,8 +83,7 @@ def host_table(view: View) -> str:
             ]
         )
     head = ["host", "devices", "rows it reads", "count", "same rows also on hosts"]
-    source = "RowLedger" if view.ledger is not None else "devices_indices_map"
-    return _table(f"Per host (from {source})", "datarax-host-table", head, body)
+    return _table("Per host (from RowLedger)", "datarax-host-table", head, body)
 
 
 def code_block(view: View) -> str:

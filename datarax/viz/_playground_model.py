@@ -91,7 +91,7 @@ class View:
     device_rows: tuple[DeviceRow, ...]
     host_rows: tuple[HostRow, ...]
     code: str
-    ledger: RowLedger | None
+    ledger: RowLedger
 
     @property
     def basis(self) -> str:
@@ -167,12 +167,11 @@ def build_view(settings: Settings) -> View:
     if real:
         array = ArraySharder().shard(np.zeros(settings.shape, dtype), sharding)
         index_of = {shard.device.id: shard.index for shard in array.addressable_shards}
-        ledger = RowLedger(sharding, settings.batch_size, host_of=host_of)
     else:
         named_leaf_sharding("batch", settings.shape, sharding)  # the library's own checks
         array = jax.ShapeDtypeStruct(settings.shape, dtype, sharding=sharding)
         index_of = {d.id: i for d, i in sharding.devices_indices_map(settings.shape).items()}
-        ledger = None
+    ledger = RowLedger(sharding, settings.batch_size, host_of=host_of)  # a plan: any devices
     positions = {device.id: tuple(int(p) for p in at) for at, device in np.ndenumerate(grid)}
     device_rows = []
     for device_id in sorted(index_of):
@@ -185,9 +184,7 @@ def build_view(settings: Settings) -> View:
             device_id, host_of[device_id], positions[device_id], spans, shard_shape, nbytes
         )
         device_rows.append(row)
-    host_rows = (
-        _hosts_from_ledger(ledger) if ledger is not None else _hosts_from_devices(device_rows)
-    )
+    host_rows = _hosts_from_ledger(ledger)
     return View(
         settings, sharding, array, real, len(present), tuple(device_rows), host_rows, code, ledger
     )
@@ -204,24 +201,3 @@ def _hosts_from_ledger(ledger: RowLedger) -> tuple[HostRow, ...]:
         )
         for host in ledger.hosts
     )
-
-
-def _hosts_from_devices(device_rows: list[DeviceRow]) -> tuple[HostRow, ...]:
-    """The host table for stand-in devices, which a RowLedger (real devices only) cannot take."""
-    holders: dict[tuple[int, int], set[int]] = {}
-    for row in device_rows:
-        holders.setdefault(row.index[0], set()).add(row.host)
-    rows = []
-    for host in sorted({row.host for row in device_rows}):
-        mine = sorted({row.index[0] for row in device_rows if row.host == host})
-        blocks: list[list[int]] = []
-        for start, stop in mine:
-            if blocks and start <= blocks[-1][1]:
-                blocks[-1][1] = max(blocks[-1][1], stop)
-            else:
-                blocks.append([start, stop])
-        also = sorted({h for span in mine for h in holders[span]} - {host})
-        devices = tuple(row.device for row in device_rows if row.host == host)
-        merged = tuple((a, b) for a, b in blocks)
-        rows.append(HostRow(host, devices, merged, sum(b - a for a, b in merged), tuple(also)))
-    return tuple(rows)
