@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import textwrap
 import time
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -64,8 +65,8 @@ class CheckFailed(Exception):
     """A check of the built or installed package failed; the message says which."""
 
 
-def run(command: Sequence[str | Path], cwd: Path, env: dict[str, str] | None = None) -> None:
-    """Runs `command`, raising CheckFailed with its output when it fails."""
+def run(command: Sequence[str | Path], cwd: Path, env: dict[str, str] | None = None) -> str:
+    """Runs `command` and returns its output, raising CheckFailed when it fails."""
     done = subprocess.run(
         [str(part) for part in command],
         cwd=cwd,
@@ -78,6 +79,7 @@ def run(command: Sequence[str | Path], cwd: Path, env: dict[str, str] | None = N
             f"{' '.join(map(str, command))} exited with {done.returncode}:\n"
             f"{done.stdout[-4000:]}{done.stderr[-4000:]}"
         )
+    return done.stdout
 
 
 def tracked_package_files(root: Path) -> set[str]:
@@ -175,8 +177,11 @@ def site_packages_mb(venv: Path) -> int:
     return int(done.stdout.split()[0])
 
 
-def execute_notebook(python: Path, notebook: Path, folder: Path) -> None:
-    """Runs `notebook` in a kernel of `python`, from `folder`, and asserts where datarax is."""
+def execute_notebook(python: Path, notebook: Path, folder: Path) -> str:
+    """Runs `notebook` in a kernel of `python`, from `folder`; says where datarax came from.
+
+    A cell added at the end asserts that the kernel imported datarax from `python`'s venv.
+    """
     script = f"""
 import sys
 import nbclient, nbformat
@@ -189,7 +194,7 @@ nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
                         resources={{"metadata": {{"path": {str(folder)!r}}}}}).execute()
 print(notebook.cells[-1].outputs[0]["text"].strip())
 """
-    run([python, "-c", script], cwd=folder, env=EIGHT_CPU_DEVICES)
+    return run([python, "-c", script], cwd=folder, env=EIGHT_CPU_DEVICES).strip()
 
 
 def step(name: str, started: float) -> None:
@@ -216,6 +221,7 @@ def check_everything(work: Path) -> None:
     python = venv / "bin" / "python"
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     site = next(venv.glob("lib/python*/site-packages"))
+    step(f"a fresh venv: site-packages {site_packages_mb(venv)} MB (pip, setuptools)", started)
     for extras, note in [
         ((), "the wheel alone"),
         (("viz",), "with [viz]"),
@@ -224,15 +230,16 @@ def check_everything(work: Path) -> None:
         target = f"{wheel}[{extras[-1]}]" if extras else str(wheel)
         run([*pip, target], cwd=work)
         step(f"installed {note}: site-packages {site_packages_mb(venv)} MB", started)
-        run([python, __file__, "imports", "--under", site, *extras], cwd=outside)
-        step(f"public modules import {note}, from {site}", started)
+        imported = run([python, __file__, "imports", "--under", site, *extras], cwd=outside)
+        step(f"every public module, {note}, from {site}:", started)
+        print(textwrap.indent(imported, "       "), end="", flush=True)
         if not extras:
             readme = outside / "readme_blocks.py"
             readme.write_text(runnable_blocks(ROOT / "README.md"))
             run([python, readme], cwd=outside, env=EIGHT_CPU_DEVICES)
             step("the README's runnable blocks run", started)
-    execute_notebook(python, NOTEBOOK, outside)
-    step(f"{NOTEBOOK.name} runs against the installed wheel", started)
+    where = execute_notebook(python, NOTEBOOK, outside)
+    step(f"{NOTEBOOK.name} runs against the installed wheel ({where})", started)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
