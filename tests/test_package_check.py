@@ -1,8 +1,9 @@
 """make package-check's checks catch a wheel that lacks a file, and pass the real one.
 
 The wheel and sdist are built here as .ci/package_check.py builds them (the sdist, then
-the wheel from it), without build isolation so that no network is needed; the import
-check runs on the wheel unpacked, with this venv's jax and flax.
+the wheel from it), without build isolation so that no network is needed (build and
+setuptools>=77 come with the tests extra); the import check runs on the wheel unpacked,
+with this venv's jax and flax.
 """
 
 import importlib.util
@@ -12,6 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import build  # noqa: F401  # the fixture runs python -m build: a collection error without it
 import pytest
 
 ROOT = Path(__file__).parents[1]
