@@ -113,7 +113,10 @@ def check_sdist(sdist: Path, package_files: Iterable[str]) -> None:
 
 
 def install_line(extra: str) -> str:
-    """The pip command a module that needs `extra` must name when the extra is missing."""
+    """The pip command a module that needs `extra` must name when the extra is missing.
+
+    Written out here rather than imported from datarax, which is what is being checked.
+    """
     return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 
