@@ -53,6 +53,7 @@ PUBLIC_MODULES: dict[str, str | None] = {
     "datarax.devices": None,
     "datarax.viz": "viz",
 }
+EXTRAS = ("viz", "playground", "checkpoint", "tutorials")
 NOTEBOOK = ROOT / "tutorials" / "01_devices_and_meshes.ipynb"
 RUNNABLE = re.compile(r"<!-- runnable -->\s*```python\n(.*?)```", re.DOTALL)
 EIGHT_CPU_DEVICES = {
@@ -228,7 +229,7 @@ def check_everything(work: Path) -> None:
     for extras, note in [
         ((), "the wheel alone"),
         (("viz",), "with [viz]"),
-        (("viz", "playground", "checkpoint", "tutorials"), "with [tutorials]"),
+        (EXTRAS, "with [tutorials]"),
     ]:
         target = f"{wheel}[{extras[-1]}]" if extras else str(wheel)
         run([*pip, target], cwd=work)
@@ -251,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command")
     imports = commands.add_parser("imports", help="import the public modules (in a venv)")
     imports.add_argument("--under", type=Path, required=True, help="where datarax must be")
-    imports.add_argument("extras", nargs="*", help="the extras installed")
+    imports.add_argument("extras", nargs="*", choices=EXTRAS, help="the extras installed")
     arguments = parser.parse_args(argv)
     try:
         if arguments.command == "imports":

@@ -18,7 +18,6 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / ".ci" / "package_check.py"
-ALL_EXTRAS = ["viz", "playground", "checkpoint", "tutorials"]
 
 
 def _load_package_check():
@@ -57,7 +56,7 @@ def _import_check(wheel: Path, folder: Path) -> subprocess.CompletedProcess[str]
     site = folder / "site"
     zipfile.ZipFile(wheel).extractall(site)
     return subprocess.run(
-        [sys.executable, str(SCRIPT), "imports", "--under", str(site), *ALL_EXTRAS],
+        [sys.executable, str(SCRIPT), "imports", "--under", str(site), *package_check.EXTRAS],
         capture_output=True,
         text=True,
         timeout=120,
