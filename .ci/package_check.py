@@ -246,13 +246,20 @@ def check_everything(work: Path) -> None:
     step(f"{NOTEBOOK.name} runs against the installed wheel ({where})", started)
 
 
+def extra(name: str) -> str:
+    """`name`, if it is one of the distribution's extras (an argparse type)."""
+    if name not in EXTRAS:
+        raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(EXTRAS)}")
+    return name
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The whole check, or (``imports``) the import check inside an installed venv."""
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     commands = parser.add_subparsers(dest="command")
     imports = commands.add_parser("imports", help="import the public modules (in a venv)")
     imports.add_argument("--under", type=Path, required=True, help="where datarax must be")
-    imports.add_argument("extras", nargs="*", choices=EXTRAS, help="the extras installed")
+    imports.add_argument("extras", nargs="*", type=extra, help="the extras installed")
     arguments = parser.parse_args(argv)
     try:
         if arguments.command == "imports":

@@ -51,12 +51,14 @@ def _wheel_without(wheel: Path, left_out: str, folder: Path) -> Path:
     return copy
 
 
-def _import_check(wheel: Path, folder: Path) -> subprocess.CompletedProcess[str]:
-    """The package check's import step, on `wheel` unpacked in `folder`."""
+def _import_check(
+    wheel: Path, folder: Path, extras: tuple[str, ...] = package_check.EXTRAS
+) -> subprocess.CompletedProcess[str]:
+    """The package check's import step, on `wheel` unpacked in `folder`, for `extras`."""
     site = folder / "site"
     zipfile.ZipFile(wheel).extractall(site)
     return subprocess.run(
-        [sys.executable, str(SCRIPT), "imports", "--under", str(site), *package_check.EXTRAS],
+        [sys.executable, str(SCRIPT), "imports", "--under", str(site), *extras],
         capture_output=True,
         text=True,
         timeout=120,
@@ -96,6 +98,16 @@ def test_a_file_no_import_needs_is_still_missed(dist: Path, tmp_path: Path) -> N
     broken = _wheel_without(wheel, "datarax/py.typed", tmp_path)
     with pytest.raises(package_check.CheckFailed, match=r"lacks 1 file\(s\): datarax/py\.typed$"):
         package_check.check_wheel(broken, package_check.tracked_package_files(ROOT))
+
+
+def test_a_module_that_imports_without_its_extra_fails_the_check(
+    dist: Path, tmp_path: Path
+) -> None:
+    # This venv has matplotlib, so datarax.viz imports although no extra is declared.
+    (wheel,) = dist.glob("*.whl")
+    done = _import_check(wheel, tmp_path, extras=())
+    assert done.returncode == 1
+    assert "datarax.viz imported, but [viz] is not installed" in done.stderr
 
 
 def test_the_readme_runnable_blocks_run(tmp_path: Path) -> None:
