@@ -1,26 +1,18 @@
 """Optional dependencies: the core imports without them, and a missing one names its extra."""
 
-import importlib.util
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from _package_check import package_check
 
 from datarax._extras import EXTRAS, install_line, require
 
 ROOT = Path(__file__).parents[1]
 # What only the teaching extras install (rich is one too, but flax depends on it).
 TEACHING_ONLY = ["matplotlib", "ipywidgets"]
-
-
-def _package_check():
-    spec = importlib.util.spec_from_file_location("package_check", ROOT / ".ci/package_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _python_without(missing: list[str], code: str) -> subprocess.CompletedProcess[str]:
@@ -55,7 +47,7 @@ def test_playground_without_ipywidgets_gives_the_pip_command() -> None:
 
 
 def test_the_core_imports_without_the_teaching_dependencies() -> None:
-    core = [name for name, extra in _package_check().PUBLIC_MODULES.items() if extra is None]
+    core = [name for name, extra in package_check.PUBLIC_MODULES.items() if extra is None]
     assert "datarax.sharding" in core and "datarax.viz" not in core
     code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in core)
     done = _python_without(TEACHING_ONLY, code + "print('imported', len(sys.modules))")

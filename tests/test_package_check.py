@@ -6,7 +6,6 @@ setuptools>=77 come with the tests extra); the import check runs on the wheel un
 with this venv's jax and flax.
 """
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -15,20 +14,9 @@ from pathlib import Path
 
 import build  # noqa: F401  # the fixture runs python -m build: a collection error without it
 import pytest
+from _package_check import SCRIPT, package_check
 
 ROOT = Path(__file__).parents[1]
-SCRIPT = ROOT / ".ci" / "package_check.py"
-
-
-def _load_package_check():
-    spec = importlib.util.spec_from_file_location("package_check", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-package_check = _load_package_check()
 
 
 @pytest.fixture(scope="module")
