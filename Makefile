@@ -39,7 +39,7 @@ PYTHON3 ?= python3
 DEVICE_CHECK_OUT ?= docs/benchmarks
 
 .PHONY: venv test unit tutorials lint lab colab-unit clean bench docs colab newest \
-	device-check binder-check browser-check student-notebooks
+	device-check binder-check browser-check student-notebooks package-check
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,13 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m pyright
+
+## make package-check: build the wheel and sdist as they would be published (twine check),
+## install the wheel alone in a fresh venv and use it as a user would (every public module,
+## the README's runnable code), then with the tutorials extra (tutorial 01); see
+## .ci/package_check.py. pip's cache makes a second run quick.
+package-check: $(STAMP)
+	$(PY) .ci/package_check.py
 
 ## make bench: side-by-side benchmarks; writes docs/benchmarks/results.json and PNGs.
 bench: $(STAMP)

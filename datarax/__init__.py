@@ -28,7 +28,7 @@ import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _WINGS = ("distributed", "exercises", "pipeline", "sharding", "viz")
 _MOVED = {

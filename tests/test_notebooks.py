@@ -24,7 +24,7 @@ import importlib.metadata
 import importlib.util
 
 if importlib.util.find_spec("datarax") is None:
-    %pip install --quiet "datarax-sharding @ git+https://github.com/datarax-sharding/datarax-sharding"
+    %pip install --quiet "datarax-sharding[playground,checkpoint] @ git+https://github.com/datarax-sharding/datarax-sharding"
 print("datarax-sharding", importlib.metadata.version("datarax-sharding"))"""
 DEVICE_CELL = """\
 import jax
@@ -133,10 +133,32 @@ def test_notebooks_are_ruff_clean(command: list[str]) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_install_cell_installs_this_distribution() -> None:
+def _extras_with_what_they_include(
+    name: str, extras: dict[str, list[str]], wanted: set[str]
+) -> set[str]:
+    """`wanted` and every extra they pull in through a "{name}[...]" requirement."""
+    found = set(wanted)
+    for extra in wanted:
+        for requirement in extras[extra]:
+            included = re.fullmatch(rf"{re.escape(name)}\[(.+)\]", requirement)
+            if included:
+                more = set(included.group(1).split(","))
+                found |= _extras_with_what_they_include(name, extras, more)
+    return found
+
+
+def test_install_cell_installs_this_distribution_with_what_the_notebooks_use() -> None:
     pyproject = tomllib.loads((TUTORIALS.parent / "pyproject.toml").read_text())
-    name = pyproject["project"]["name"]
-    assert f'"{name} @ git+https://' in INSTALL_CELL
+    name, extras = pyproject["project"]["name"], pyproject["project"]["optional-dependencies"]
+    requested = re.search(rf'"{re.escape(name)}\[(.+)\] @ git\+https://', INSTALL_CELL)
+    assert requested, f"the install cell does not install {name} with extras from git"
+    wanted = set(requested.group(1).split(","))
+    assert wanted <= set(extras), f"the install cell asks for unknown extras {wanted - set(extras)}"
+    # matplotlib (viz), the playground (ipywidgets) and Checkpoints (orbax-checkpoint);
+    # not the tutorials extra, whose JupyterLab a notebook already running has no use for.
+    installed = _extras_with_what_they_include(name, extras, wanted)
+    assert {"viz", "playground", "checkpoint"} <= installed, installed
+    assert "tutorials" not in installed
     assert f'importlib.metadata.version("{name}")' in INSTALL_CELL
 
 

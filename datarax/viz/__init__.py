@@ -8,8 +8,12 @@ PartitionSpec, each device's shard shape and bytes, and how many copies exist;
 `device_colors` and `host_colors` give the colours every picture here uses, so a
 notebook's own figures can match them. All of it only reads the arrays' shardings; no
 data is moved or copied.
+
+It needs the `viz` extra (matplotlib, rich): pip install 'datarax-sharding[viz]'; the
+playground needs the `playground` extra (ipywidgets) too.
 """
 
+from . import _requires as _requires  # first: names the extra when one is missing
 from ._ledger import LedgerPlot as LedgerPlot
 from ._ledger import plot_ledger as plot_ledger
 from ._lesson_bars import EstimatesPlot as EstimatesPlot

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from datarax._extras import require
+
 from . import _playground_html as pages
 from ._ledger import plot_ledger
 from ._placement import plot_sharding
@@ -87,13 +89,8 @@ class Playground:
     """
 
     def __init__(self, start: Settings) -> None:
-        try:
-            import ipywidgets as widgets
-        except ImportError as error:
-            raise ImportError(
-                "datarax.viz.playground needs ipywidgets: pip install ipywidgets (it comes "
-                "with the tutorials extra, pip install 'datarax-sharding[tutorials]')."
-            ) from error
+        require("ipywidgets", "playground", "datarax.viz.playground")
+        import ipywidgets as widgets
 
         from ._playground_controls import Controls
 
