@@ -43,6 +43,7 @@ def test_no_module_sits_loose_at_the_root() -> None:
         "__init__.py",
         "_caches.py",
         "_compat.py",
+        "_extras.py",
     ]
 
 
