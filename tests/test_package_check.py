@@ -61,7 +61,7 @@ def test_the_wheel_and_sdist_hold_the_package_and_pass_the_import_check(
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
     files = package_check.tracked_package_files(ROOT)
-    assert "datarax/py.typed" in files and "datarax/sharding/ledger.py" in files
+    assert "datarax/py.typed" in files and "datarax/sharding/_ledger.py" in files
     package_check.check_wheel(wheel, files)
     package_check.check_sdist(sdist, files)
     done = _import_check(wheel, tmp_path)
@@ -71,14 +71,14 @@ def test_the_wheel_and_sdist_hold_the_package_and_pass_the_import_check(
 
 def test_a_module_left_out_of_the_wheel_fails_both_checks(dist: Path, tmp_path: Path) -> None:
     (wheel,) = dist.glob("*.whl")
-    broken = _wheel_without(wheel, "datarax/sharding/ledger.py", tmp_path)
+    broken = _wheel_without(wheel, "datarax/sharding/_ledger.py", tmp_path)
     files = package_check.tracked_package_files(ROOT)
-    with pytest.raises(package_check.CheckFailed, match=r"lacks 1 file\(s\): .*ledger\.py$"):
+    with pytest.raises(package_check.CheckFailed, match=r"lacks 1 file\(s\): .*_ledger\.py$"):
         package_check.check_wheel(broken, files)
     done = _import_check(broken, tmp_path)
     assert done.returncode == 1
     assert "datarax.sharding: ModuleNotFoundError" in done.stderr
-    assert "datarax.sharding.ledger" in done.stderr
+    assert "datarax.sharding._ledger" in done.stderr
 
 
 def test_a_file_no_import_needs_is_still_missed(dist: Path, tmp_path: Path) -> None:
