@@ -225,3 +225,12 @@ def test_without_a_coordinator_client_the_exchange_names_the_jax_version(
     monkeypatch.setattr(distributed.global_state, "client", None)
     with pytest.raises(RuntimeError, match=rf"JAX {jax.__version__} shows no coordinator client"):
         exchange("text")
+
+
+@pytest.mark.parametrize("name", ["batch_size", "drop_remainder", "shuffle", "source", "stages"])
+def test_what_a_pipeline_was_built_with_cannot_be_changed_later(name: str) -> None:
+    pipeline = Pipeline(source=_source(16), batch_size=4)
+    before = getattr(pipeline, name)
+    with pytest.raises(AttributeError, match=rf"Pipeline.{name} is fixed once the pipeline is"):
+        setattr(pipeline, name, 8 if name == "batch_size" else before)
+    assert len(pipeline) == 4 and len(list(pipeline)) == 4

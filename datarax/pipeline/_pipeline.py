@@ -43,6 +43,21 @@ from datarax.sharding._exchange import feeding
 Batch = Any
 Stage = Callable[[Batch], Batch]
 _STATE_KEYS = ("epoch", "batch_index", "batch_size", "source_length", "seed")
+_FIXED = frozenset(
+    {
+        "batch_size",
+        "device_stages",
+        "drop_remainder",
+        "multihost",
+        "num_batches",
+        "sharding",
+        "shuffle",
+        "source",
+        "source_length",
+        "stages",
+        "uneven_hosts",
+    }
+)
 
 
 def _shuffle_seed(rngs: nnx.Rngs) -> list[int]:
@@ -188,6 +203,16 @@ class Pipeline:
         self._resume = True  # the next iter() continues at (_epoch, _next_batch)
         self._generation = 0
         self._agreed = False  # whether the hosts have compared their global states
+        self._built = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FIXED and getattr(self, "_built", False):
+            raise AttributeError(
+                f"Pipeline.{name} is fixed once the pipeline is built: the number of batches, "
+                "the state and the agreement between hosts follow from it. Build a new "
+                f"Pipeline with the {name} you want."
+            )
+        super().__setattr__(name, value)
 
     def __len__(self) -> int:
         return self.num_batches

@@ -18,6 +18,7 @@ Two ways to choose a host's rows:
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any, TypeVar
 
 import jax
@@ -139,6 +140,18 @@ def _leaf_sharding(name: str, shape: tuple[int, ...], sharding: Sharding) -> Sha
     return sharding
 
 
+class _Unset(enum.Enum):
+    """The default of a keyword that a config may give instead."""
+
+    UNSET = enum.auto()
+
+    def __repr__(self) -> str:  # how signatures show it
+        return "<True, or config's>"
+
+
+_UNSET = _Unset.UNSET
+
+
 @dataclasses.dataclass(frozen=True)
 class JaxProcessSharderConfig(SharderModuleConfig):
     """`JaxProcessSharder`'s settings as one object, the form of the original datarax API.
@@ -175,8 +188,8 @@ class JaxProcessSharder(SharderModule):
     Args:
         config: the settings as a `JaxProcessSharderConfig`, or None.
         drop_remainder: without a sharding, give every host the same number of rows
-            (the default, also when None), dropping up to ``process_count - 1`` rows;
-            otherwise the first hosts get one more.
+            (the default), dropping up to ``process_count - 1`` rows; otherwise the
+            first hosts get one more.
         check_every_batch: make `shard` check every batch across hosts, not only the
             first of each batch signature: it catches a host that switches to a
             signature the others have already seen, and replicas whose data differ in
@@ -202,7 +215,7 @@ class JaxProcessSharder(SharderModule):
         self,
         config: JaxProcessSharderConfig | None = None,
         *,
-        drop_remainder: bool | None = None,
+        drop_remainder: bool | _Unset = _UNSET,
         check_every_batch: bool = False,
         process_index: int | None = None,
         process_count: int | None = None,
@@ -212,12 +225,12 @@ class JaxProcessSharder(SharderModule):
     ):
         rules = resolve_rules(config, axis_rules, JaxProcessSharderConfig)
         super().__init__(axis_rules=rules, rngs=rngs, name=name)
-        if config is not None and drop_remainder is not None:
+        if isinstance(drop_remainder, _Unset):
+            drop_remainder = True if config is None else config.drop_remainder
+        elif config is not None:
             raise ValueError(
                 "drop_remainder was given twice, in config and as a keyword; pass it once."
             )
-        if drop_remainder is None:
-            drop_remainder = True if config is None else config.drop_remainder
         self.drop_remainder = check_bool("drop_remainder", drop_remainder)
         self.config = JaxProcessSharderConfig(rules, self.drop_remainder)
         count = jax.process_count() if process_count is None else process_count
