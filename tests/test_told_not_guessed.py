@@ -234,3 +234,20 @@ def test_what_a_pipeline_was_built_with_cannot_be_changed_later(name: str) -> No
     with pytest.raises(AttributeError, match=rf"Pipeline.{name} is fixed once the pipeline is"):
         setattr(pipeline, name, 8 if name == "batch_size" else before)
     assert len(pipeline) == 4 and len(list(pipeline)) == 4
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"rngs": 0}, TypeError, r"rngs must be an nnx.Rngs, e.g. rngs=nnx.Rngs\(0\), got int"),
+        ({"rngs": jax.random.key(0)}, TypeError, r"rngs must be an nnx.Rngs"),
+        ({"rngs": nnx.Rngs(params=0)}, ValueError, r"neither a 'shuffle' nor a 'default'"),
+        ({"stages": _stop}, TypeError, r"stages must be a list of stages, got function"),
+        ({"stages": 3}, TypeError, r"stages must be a list of stages, got int"),
+    ],
+)
+def test_pipeline_arguments_of_the_wrong_kind_get_our_error(
+    options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        Pipeline(source=_source(16), batch_size=4, shuffle="rngs" in options, **options)

@@ -26,7 +26,7 @@ from that state alike on every host.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import jax
@@ -61,11 +61,32 @@ _FIXED = frozenset(
 
 
 def _shuffle_seed(rngs: nnx.Rngs) -> list[int]:
-    key = rngs.shuffle()  # the 'shuffle' stream when there is one, else 'default'
+    try:
+        key = rngs.shuffle()  # the 'shuffle' stream when there is one, else 'default'
+    except AttributeError:
+        raise ValueError(
+            "rngs has neither a 'shuffle' nor a 'default' stream to seed the shuffle; pass "
+            "rngs=nnx.Rngs(0) or nnx.Rngs(shuffle=0)."
+        ) from None
     return [int(word) for word in np.asarray(jax.random.key_data(key)).ravel()]
 
 
+def _check_rngs(rngs: Any) -> nnx.Rngs | None:
+    if rngs is not None and not isinstance(rngs, nnx.Rngs):
+        raise TypeError(
+            f"rngs must be an nnx.Rngs, e.g. rngs=nnx.Rngs(0), got {type(rngs).__name__} "
+            f"{rngs!r:.40}."
+        )
+    return rngs
+
+
 def _check_stages(name: str, stages: Sequence[Stage]) -> tuple[Stage, ...]:
+    if callable(stages) or not isinstance(stages, Iterable) or isinstance(stages, (str, bytes)):
+        raise TypeError(
+            f"{name} must be a list of stages, got {type(stages).__name__} {stages!r:.60}; "
+            f"for one stage write {name}=[stage]."
+        )
+    stages = list(stages)
     for position, stage in enumerate(stages):
         if not callable(stage):
             raise TypeError(
@@ -171,6 +192,7 @@ class Pipeline:
         self.uneven_hosts = uneven_hosts
         if multihost is not None:
             check_bool("multihost", multihost)
+        rngs = _check_rngs(rngs)
         if self.shuffle and rngs is None:
             raise ValueError("shuffle=True needs a seed: pass rngs=nnx.Rngs(seed).")
         if isinstance(source, (Mapping, np.ndarray, jax.Array)):
