@@ -43,6 +43,7 @@ CURRICULUM = [
     "07_performance",
     "08_meshes_across_hosts",
     "09_preemption_and_resume",
+    "10_from_batch_to_step",
 ]
 # DESIGN.md §6: every concept has a quiz and an exercise somewhere in the notebooks; a
 # quiz or exercise says which it drills with a comment such as <!-- concepts: 5, 7 -->.
@@ -62,6 +63,8 @@ CONCEPTS = {
     13: "resumable, elastic iterators and checkpoints",
     14: "testing many processes on one machine",
     15: "meshes whose axes span hosts",
+    16: "where the batch meets the step: shardings, the all-reduce and its cost, FSDP, "
+    "restoring on another mesh",
 }
 # One notation everywhere (defined on docs/concepts.md); these phrasings contradict it
 # or state something wrong.
