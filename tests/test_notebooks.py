@@ -1,7 +1,7 @@
 """Conventions every tutorial notebook follows; runs over whatever tutorials/*.ipynb exist.
 
 Each notebook is paired with a jupytext md:myst file and in sync with it, is committed
-without outputs, is ruff clean, opens with a Colab badge, goals, the guarded install
+without outputs, is ruff clean, opens with Colab and Kaggle badges, goals, the guarded install
 cell and the device setup, and has a hidden quiz answer, an exercise with a solution
 cell, takeaways and a "What's next" section.
 """
@@ -84,6 +84,11 @@ BADGE = (
     "(https://colab.research.google.com/github/datarax-sharding/datarax-sharding/blob/main/"
     "tutorials/{name})"
 )
+KAGGLE_BADGE = (
+    "[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
+    "(https://kaggle.com/kernels/welcome?src=https://github.com/datarax-sharding/"
+    "datarax-sharding/blob/main/tutorials/{name})"
+)
 
 
 def _cells(path: Path) -> list[tuple[str, str]]:
@@ -151,6 +156,7 @@ def test_opens_with_badge_goals_install_and_devices(notebook: Path) -> None:
     intro = "\n\n".join(source for _, source in cells[: code[0]])
     assert intro.startswith("# "), f"{notebook.name} must open with a '# ' title"
     assert BADGE.format(name=notebook.name) in intro, f"{notebook.name}: Colab badge missing"
+    assert KAGGLE_BADGE.format(name=notebook.name) in intro, f"{notebook.name}: no Kaggle badge"
     goals = intro.partition("In this notebook you will")[2]
     assert goals, f"{notebook.name}: no 'In this notebook you will' goals before the install cell"
     count = len(re.findall(r"^\s{0,3}(?:[-*]|\d+\.)\s", goals, flags=re.MULTILINE))
