@@ -189,6 +189,14 @@ def test_ticks_are_integer_block_edges() -> None:
     assert (ax.get_ylabel(), ax.get_xlabel()) == ("dim 0 (rows)", "dim 1 (columns)")
 
 
+def test_default_labels_of_rank_3_do_not_call_dim_1_columns() -> None:
+    """In an image batch (image, pixel row, pixel column) dim 1 is not the columns."""
+    mesh = jax.make_mesh((2,), ("data",), devices=jax.devices()[:2])
+    images = jax.device_put(np.zeros((4, 6, 5, 3)), NamedSharding(mesh, P("data")))
+    ax = next(iter(viz.plot_sharding(images).panels))
+    assert (ax.get_ylabel(), ax.get_xlabel()) == ("dim 0 (down)", "dim 1 (across)")
+
+
 def _hue(color: str) -> float:
     return colorsys.rgb_to_hls(*to_rgb(color))[0] * 360
 

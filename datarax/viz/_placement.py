@@ -106,7 +106,8 @@ def plot_sharding(
         array: a sharded `jax.Array`, or a `jax.ShapeDtypeStruct` with a sharding.
         color_by: ``"device"`` (a colour per block) or ``"process"`` (per host).
         dim_names: a name for each dimension, e.g. ``("image", "pixel row")`` for a
-            2-D array; by default ``dim 0 (rows)``, ``dim 1 (columns)``, ``dim 2``...
+            2-D array; by default ``dim 0 (rows)`` and ``dim 1 (columns)`` for a 2-D
+            array, ``dim 0 (down)``, ``dim 1 (across)``, ``dim 2``... for rank 3 and up.
         title: the figure title; by default the shape, dtype, spec and devices.
         width: the figure's width in inches (2 to 40). A drawing to scale may need
             less; many blocks in a row may need more.
