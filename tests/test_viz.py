@@ -432,3 +432,22 @@ def test_bad_input_is_named() -> None:
         viz.plot_sharding(array, dim_names="image")
     with pytest.raises(TypeError, match="title must be a string"):
         viz.plot_sharding(array, title=3)
+
+
+def test_hosts_stay_apart_beyond_the_palette() -> None:
+    """Colour and mark together tell 32 hosts apart; hosts 0-3 carry no mark."""
+    looks = [(viz.host_colors(host + 1)[host], viz.host_hatch(host)) for host in range(32)]
+    assert len(set(looks)) == 32
+    assert [viz.host_hatch(host) for host in range(4)] == [""] * 4
+    assert all("/" not in viz.host_hatch(host) for host in range(64))  # "//" marks copies
+    with pytest.raises(ValueError, match="whole number"):
+        viz.host_hatch(-1)
+
+
+def test_row_pictures_mark_hosts_4_and_up() -> None:
+    owners = np.repeat(np.arange(8), 2)
+    plot = viz.plot_rows({"hosts": owners}, color_by="host")
+    hatches = [patch.get_hatch() for patch in plot.patches["hosts"]]
+    assert hatches == [None] * 4 + [viz.host_hatch(host) for host in range(4, 8)]
+    fills = [to_hex(patch.get_facecolor()) for patch in plot.patches["hosts"]]
+    assert fills[4:] == fills[:4]  # the same colours, told apart by the mark
