@@ -78,6 +78,12 @@ BANNED = [
     r"project's documentation",
     r"dims 2\+ in",
     r"\[i\*n//P",
+    r"lists (its|the) chips as",  # on TPU v2/v3 a JAX device is a TensorCore, two per chip
+    r"exactly as Grain's",  # Grain's ShardByJaxProcess defaults to drop_remainder=False
+    r"biased slice",  # each global batch takes rows from every host's block
+    r"`size \+ 1` batches",  # a prefetcher can hold size + 2 on the devices
+    r"JAX's own time-outs end the job",  # only once the finished host's process exits
+    r"shorter than either leaf",
 ]
 BADGE = (
     "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
