@@ -71,6 +71,6 @@ def test_the_notebook_numbers_match_the_checker() -> None:
     """Tutorial 10 prints 575 rows for a TPU v5e and 1282 for an H100 (N = 8)."""
     from datarax.exercises._nb10 import expected_batch
 
-    assert round(expected_batch(8, 197e12, 1600e9 / 8, 2)) == 575
+    assert round(expected_batch(8, 197e12, 400e9 / 2, 2)) == 575
     assert round(expected_batch(8, 989e12, 900e9 / 2, 2)) == 1282
     assert expected_batch(1, 197e12, 200e9, 2) == 0
