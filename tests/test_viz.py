@@ -451,3 +451,21 @@ def test_row_pictures_mark_hosts_4_and_up() -> None:
     assert hatches == [None] * 4 + [viz.host_hatch(host) for host in range(4, 8)]
     fills = [to_hex(patch.get_facecolor()) for patch in plot.patches["hosts"]]
     assert fills[4:] == fills[:4]  # the same colours, told apart by the mark
+
+
+def test_placement_coloured_by_host_marks_hosts_4_and_up() -> None:
+    """8 hosts on stand-in devices: hosts 4-7 repeat the colours of 0-3 with a mark."""
+    from datarax.viz._playground_model import _StandIn
+
+    real = jax.devices()[0]
+    devices = [
+        _StandIn(i, str(real.platform), str(real.device_kind), process_index=i // 2)
+        for i in range(16)
+    ]
+    mesh = Mesh(np.array(devices, dtype=object), ("data",))
+    rows = jax.ShapeDtypeStruct((16, 4), np.float32, sharding=NamedSharding(mesh, P("data")))
+    plot = viz.plot_sharding(rows, color_by="process")
+    hatches = [plot.patches[i].get_hatch() for i in range(16)]
+    assert hatches == [None] * 8 + [viz.host_hatch(4)] * 8
+    legend = plot.figure.legends[0]
+    assert [patch.get_hatch() for patch in legend.get_patches()][4:] == ["..", "..", "..", ".."]
