@@ -1,7 +1,7 @@
 """Conventions every tutorial notebook follows; runs over whatever tutorials/*.ipynb exist.
 
 Each notebook is paired with a jupytext md:myst file and in sync with it, is committed
-without outputs, is ruff clean, opens with a Colab badge, goals, the guarded install
+without outputs, is ruff clean, opens with Colab and Kaggle badges, goals, the guarded install
 cell and the device setup, and has a hidden quiz answer, an exercise with a solution
 cell, takeaways and a "What's next" section.
 """
@@ -43,6 +43,7 @@ CURRICULUM = [
     "07_performance",
     "08_meshes_across_hosts",
     "09_preemption_and_resume",
+    "10_from_batch_to_step",
 ]
 # DESIGN.md §6: every concept has a quiz and an exercise somewhere in the notebooks; a
 # quiz or exercise says which it drills with a comment such as <!-- concepts: 5, 7 -->.
@@ -62,6 +63,8 @@ CONCEPTS = {
     13: "resumable, elastic iterators and checkpoints",
     14: "testing many processes on one machine",
     15: "meshes whose axes span hosts",
+    16: "where the batch meets the step: shardings, the all-reduce and its cost, FSDP, "
+    "restoring on another mesh",
 }
 # One notation everywhere (defined on docs/concepts.md); these phrasings contradict it
 # or state something wrong.
@@ -75,11 +78,22 @@ BANNED = [
     r"project's documentation",
     r"dims 2\+ in",
     r"\[i\*n//P",
+    r"lists (its|the) chips as",  # on TPU v2/v3 a JAX device is a TensorCore, two per chip
+    r"exactly as Grain's",  # Grain's ShardByJaxProcess defaults to drop_remainder=False
+    r"biased slice",  # each global batch takes rows from every host's block
+    r"`size \+ 1` batches",  # a prefetcher can hold size + 2 on the devices
+    r"JAX's own time-outs end the job",  # only once the finished host's process exits
+    r"shorter than either leaf",
 ]
 BADGE = (
     "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
     "(https://colab.research.google.com/github/datarax-sharding/datarax-sharding/blob/main/"
     "tutorials/{name})"
+)
+KAGGLE_BADGE = (
+    "[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
+    "(https://kaggle.com/kernels/welcome?src=https://github.com/datarax-sharding/"
+    "datarax-sharding/blob/main/tutorials/{name})"
 )
 
 
@@ -170,6 +184,7 @@ def test_opens_with_badge_goals_install_and_devices(notebook: Path) -> None:
     intro = "\n\n".join(source for _, source in cells[: code[0]])
     assert intro.startswith("# "), f"{notebook.name} must open with a '# ' title"
     assert BADGE.format(name=notebook.name) in intro, f"{notebook.name}: Colab badge missing"
+    assert KAGGLE_BADGE.format(name=notebook.name) in intro, f"{notebook.name}: no Kaggle badge"
     goals = intro.partition("In this notebook you will")[2]
     assert goals, f"{notebook.name}: no 'In this notebook you will' goals before the install cell"
     count = len(re.findall(r"^\s{0,3}(?:[-*]|\d+\.)\s", goals, flags=re.MULTILINE))

@@ -189,6 +189,14 @@ def test_ticks_are_integer_block_edges() -> None:
     assert (ax.get_ylabel(), ax.get_xlabel()) == ("dim 0 (rows)", "dim 1 (columns)")
 
 
+def test_default_labels_of_rank_3_do_not_call_dim_1_columns() -> None:
+    """In an image batch (image, pixel row, pixel column) dim 1 is not the columns."""
+    mesh = jax.make_mesh((2,), ("data",), devices=jax.devices()[:2])
+    images = jax.device_put(np.zeros((4, 6, 5, 3)), NamedSharding(mesh, P("data")))
+    ax = next(iter(viz.plot_sharding(images).panels))
+    assert (ax.get_ylabel(), ax.get_xlabel()) == ("dim 0 (down)", "dim 1 (across)")
+
+
 def _hue(color: str) -> float:
     return colorsys.rgb_to_hls(*to_rgb(color))[0] * 360
 
@@ -424,3 +432,40 @@ def test_bad_input_is_named() -> None:
         viz.plot_sharding(array, dim_names="image")
     with pytest.raises(TypeError, match="title must be a string"):
         viz.plot_sharding(array, title=3)
+
+
+def test_hosts_stay_apart_beyond_the_palette() -> None:
+    """Colour and mark together tell 32 hosts apart; hosts 0-3 carry no mark."""
+    looks = [(viz.host_colors(host + 1)[host], viz.host_hatch(host)) for host in range(32)]
+    assert len(set(looks)) == 32
+    assert [viz.host_hatch(host) for host in range(4)] == [""] * 4
+    assert all("/" not in viz.host_hatch(host) for host in range(64))  # "//" marks copies
+    with pytest.raises(ValueError, match="whole number"):
+        viz.host_hatch(-1)
+
+
+def test_row_pictures_mark_hosts_4_and_up() -> None:
+    owners = np.repeat(np.arange(8), 2)
+    plot = viz.plot_rows({"hosts": owners}, color_by="host")
+    hatches = [patch.get_hatch() for patch in plot.patches["hosts"]]
+    assert hatches == [None] * 4 + [viz.host_hatch(host) for host in range(4, 8)]
+    fills = [to_hex(patch.get_facecolor()) for patch in plot.patches["hosts"]]
+    assert fills[4:] == fills[:4]  # the same colours, told apart by the mark
+
+
+def test_placement_coloured_by_host_marks_hosts_4_and_up() -> None:
+    """8 hosts on stand-in devices: hosts 4-7 repeat the colours of 0-3 with a mark."""
+    from datarax.viz._playground_model import _StandIn
+
+    real = jax.devices()[0]
+    devices = [
+        _StandIn(i, str(real.platform), str(real.device_kind), process_index=i // 2)
+        for i in range(16)
+    ]
+    mesh = Mesh(np.array(devices, dtype=object), ("data",))
+    rows = jax.ShapeDtypeStruct((16, 4), np.float32, sharding=NamedSharding(mesh, P("data")))
+    plot = viz.plot_sharding(rows, color_by="process")
+    hatches = [plot.patches[i].get_hatch() for i in range(16)]
+    assert hatches == [None] * 8 + [viz.host_hatch(4)] * 8
+    legend = plot.figure.legends[0]
+    assert [patch.get_hatch() for patch in legend.get_patches()][4:] == ["..", "..", "..", ".."]

@@ -5,9 +5,9 @@
 `playground()` is an interactive widget to try meshes, hosts and specs on real arrays;
 `summarize` and `summary_table` list, per leaf of a pytree, the global shape, the
 PartitionSpec, each device's shard shape and bytes, and how many copies exist;
-`device_colors` and `host_colors` give the colours every picture here uses, so a
-notebook's own figures can match them. All of it only reads the arrays' shardings; no
-data is moved or copied.
+`device_colors`, `host_colors` and `host_hatch` give the colours (and, from host 4 on,
+the marks) every picture here uses, so a notebook's own figures can match them. All of
+it only reads the arrays' shardings; no data is moved or copied.
 
 It needs the `viz` extra (matplotlib, rich): pip install 'datarax-sharding[viz]'; the
 playground needs the `playground` extra (ipywidgets) too.
@@ -29,6 +29,7 @@ from ._palette import DEVICE_PALETTE as DEVICE_PALETTE
 from ._palette import HOST_PALETTE as HOST_PALETTE
 from ._palette import device_colors as device_colors
 from ._palette import host_colors as host_colors
+from ._palette import host_hatch as host_hatch
 from ._palette import text_color as text_color
 from ._pipeline_figures import RowsPlot as RowsPlot
 from ._pipeline_figures import device_of_rows as device_of_rows

@@ -161,11 +161,19 @@ def label_options(block: Block, platform: str, show_hosts: bool) -> list[list[st
 
 
 def dim_label(dim: int, names: tuple[str, ...] | None, rank: int) -> str:
-    """``"dim 0 (rows)"`` by default, or the caller's name with its dimension number."""
+    """The caller's name with its dimension number, else ``"dim 0 (rows)"`` for a matrix.
+
+    Dims 0 and 1 are drawn down and across. Only for a 2-D array are they its rows and
+    columns; for rank 3 and up (an image batch: image, pixel row, pixel column, ...)
+    calling dim 1 "columns" would name the wrong dimension, so the label says how it is
+    drawn instead: ``"dim 1 (across)"``.
+    """
     if names is not None:
         return f"{names[dim]} (dim {dim})"
-    if rank >= 2 and dim < 2:
+    if rank == 2:
         return f"dim {dim} ({('rows', 'columns')[dim]})"
+    if rank > 2 and dim < 2:
+        return f"dim {dim} ({('down', 'across')[dim]})"
     return f"dim {dim}"
 
 

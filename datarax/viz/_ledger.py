@@ -27,7 +27,7 @@ from ._ledger_frame import (
     host_color,
     rows_text,
 )
-from ._palette import SEVERAL_HOSTS
+from ._palette import COPIES_HATCH, HOST_PALETTE, SEVERAL_HOSTS
 from ._tables import format_spec
 
 
@@ -65,7 +65,7 @@ class LedgerPlot:
     def hatched(self, key: int) -> list[Span]:
         """The spans of `key`'s bars that are hatched: rows that several hosts hold."""
         pairs = zip(self.spans(key), self.bars[key], strict=True)
-        return [span for span, bar in pairs if bar.get_hatch()]
+        return [span for span, bar in pairs if COPIES_HATCH in (bar.get_hatch() or "")]
 
 
 def plot_ledger(
@@ -121,8 +121,9 @@ def plot_ledger(
     chars = int((width - 0.2) / 0.085)  # what fits on one line at 10 pt
     heading = textwrap.wrap(title or _heading(ledger, per), chars) + ([note] if note else [])
     shares = any(len(held) > 1 for _, held in holders)
-    frame = Frame.of(lanes, float(width), len(heading), shares, per == "device")
-    figure, ax = frame.build(heading, shares)
+    legend = shares or max(hosts) >= len(HOST_PALETTE)  # copies, or hosts with a mark
+    frame = Frame.of(lanes, float(width), len(heading), legend, per == "device")
+    figure, ax = frame.build(heading, shares, hosts)
     ax.set(xlim=(low, high), ylim=(len(lanes), -frame.strip_lanes - frame.gap_lanes))
     ticks = [-frame.gap_lanes - frame.strip_lanes / 2] + [n + 0.5 for n in range(len(lanes))]
     ax.set_yticks(ticks, ["held by"] + [name for name, _, _ in lanes])
@@ -141,18 +142,17 @@ def plot_ledger(
     font = min([size for size in fits if size >= MIN_FONT], default=MAX_FONT)
     bars: dict[int, tuple[Rectangle, ...]] = {}
     for number, (_, key, spans) in enumerate(lanes):
-        fill, lane = (
-            host_color(key if per == "host" else ledger.host_of_device(key)),
-            (number + 0.12, 0.76),
-        )
+        host = key if per == "host" else ledger.host_of_device(key)
+        fill, lane = host_color(host), (number + 0.12, 0.76)
         bars[key] = tuple(
-            draw_bar(ax, lane, span, (fill, rows_text(span)), span in shared, scale, font)
+            draw_bar(ax, lane, span, (fill, rows_text(span)), span in shared, scale, font, host)
             for span in spans
         )
     strip = (-frame.gap_lanes - frame.strip_lanes * 0.9, frame.strip_lanes * 0.8)
     for span, held in holders:
         fill = host_color(held[0]) if len(held) == 1 else SEVERAL_HOSTS
-        draw_bar(ax, strip, span, (fill, _hosts_text(held)), len(held) > 1, scale, MAX_FONT)
+        only = held[0] if len(held) == 1 else None
+        draw_bar(ax, strip, span, (fill, _hosts_text(held)), len(held) > 1, scale, MAX_FONT, only)
     if per == "device":
         draw_band(ax, lanes, ledger, -(frame.left - 0.1) / frame.main_w, BAND_IN / frame.main_w)
     return LedgerPlot(figure, per, bars, hosts, len(hosts_all), holders, note)

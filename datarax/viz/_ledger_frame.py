@@ -14,7 +14,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from ._palette import COPIES_HATCH, SEVERAL_HOSTS, hatch_color, host_colors, text_color
+from ._palette import (
+    COPIES_HATCH,
+    HOST_PALETTE,
+    SEVERAL_HOSTS,
+    hatch_color,
+    host_colors,
+    host_hatch,
+    text_color,
+)
 
 Span = tuple[int, int]
 Lane = tuple[str, int, list[Span]]  # tick label, key (device id or host), bars
@@ -60,8 +68,14 @@ class Frame:
         main_w = max(width - left - RIGHT_IN, 0.5)
         return cls(width, height, left, top, main_w, lane_in, len(lanes), tick_pt)
 
-    def build(self, heading: list[str], shares: bool) -> tuple[Figure, Axes]:
-        """The figure, its title, its legend and the one axes everything is drawn in."""
+    def build(
+        self, heading: list[str], shares: bool, hosts: tuple[int, ...] = ()
+    ) -> tuple[Figure, Axes]:
+        """The figure, its title, its legend and the one axes everything is drawn in.
+
+        The legend explains the copies' hatching when `shares`, and the mark of every
+        group of 4 `hosts` past the first (`host_hatch`).
+        """
         figure = Figure(figsize=(self.width, self.height))
         FigureCanvasAgg(figure)  # renders off-screen; no pyplot state is touched
         figure.suptitle("\n".join(heading), fontsize=10, y=1 - 0.1 / self.height, va="top")
@@ -74,11 +88,25 @@ class Frame:
         )
         ax = figure.add_axes(box)
         ax.spines[["top", "right", "left"]].set_visible(False)
+        handles = []
         if shares:
             hatched = Patch(facecolor="white", edgecolor=SEVERAL_HOSTS, hatch=COPIES_HATCH)
+            handles.append(hatched)
             hatched.set_label(SHARED_LABEL)
+        group = len(HOST_PALETTE)  # hosts that share a mark
+        for first in sorted({host - host % group for host in hosts if host >= group}):
+            mark = Patch(facecolor="white", edgecolor=SEVERAL_HOSTS, hatch=host_hatch(first))
+            mark.set_label(f"hosts {first}-{first + group - 1}")
+            handles.append(mark)
+        if handles:
             anchor = (0.5, 0.02 / self.height)
-            figure.legend(handles=[hatched], loc="lower center", bbox_to_anchor=anchor)
+            figure.legend(
+                handles=handles,
+                loc="lower center",
+                bbox_to_anchor=anchor,
+                ncols=len(handles),
+                fontsize=8 if len(handles) > 3 else None,
+            )
             figure.legends[0].set(frame_on=False)
         return figure, ax
 
@@ -106,16 +134,19 @@ def draw_bar(
     shared: bool,
     scale: tuple[float, float],
     font: float,
+    host: int | None = None,
 ) -> Rectangle:
     """One bar over rows `span` at (top, height) `lane`, hatched when hosts share it.
 
     `look` is its (fill colour, label); the label is drawn at `font` points at most,
-    and only when it fits at a readable size.
+    and only when it fits at a readable size. A bar of one `host` also carries that
+    host's mark (`host_hatch`), so hosts 4 and up differ from hosts 0-3.
     """
     (start, stop), (top, tall), (fill, text) = span, lane, look
     bar = Rectangle((start, top), stop - start, tall, facecolor=fill, edgecolor="white")
-    bar.set(linewidth=1.0, hatch=COPIES_HATCH if shared else None)
-    if shared and hasattr(bar, "set_hatchcolor"):  # matplotlib >= 3.10
+    hatch = (COPIES_HATCH if shared else "") + (host_hatch(host) if host is not None else "")
+    bar.set(linewidth=1.0, hatch=hatch or None)
+    if hatch and hasattr(bar, "set_hatchcolor"):  # matplotlib >= 3.10
         bar.set_hatchcolor(hatch_color(fill))
     ax.add_patch(bar)
     size = min(font, fit_font(ax, span, text, tall, scale))
@@ -140,7 +171,8 @@ def draw_band(ax: Axes, lanes: list[Lane], ledger: Any, x0: float, band_w: float
     for host, numbers in groups.items():
         fill, top, size = host_color(host), numbers[0], len(numbers)
         block = Rectangle((x0, top + 0.06), band_w, size - 0.12, facecolor=fill, linewidth=0)
-        block.set(transform=transform, clip_on=False)
+        block.set(transform=transform, clip_on=False, hatch=host_hatch(host) or None)
+        block.set(edgecolor=hatch_color(fill))  # the hatch's colour; linewidth 0 hides the edge
         ax.add_patch(block)
         label = ax.text(x0 + band_w / 2, top + size / 2, f"host {host}", transform=transform)
         label.set(ha="center", va="center", fontsize=9, color=text_color(fill), clip_on=False)

@@ -16,7 +16,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from datarax.sharding._ledger import RowLedger
 
-from ._palette import COPIES_HATCH, device_colors, hatch_color, host_colors, text_color
+from ._palette import COPIES_HATCH, device_colors, hatch_color, host_colors, host_hatch, text_color
 
 _CELL_IN, _MAX_WIDTH_IN = 0.95, 10.5
 
@@ -171,6 +171,8 @@ def plot_devices(
                 fill, edge = "white", host_colors(host + 1)[host]
             cell = Rectangle((col + 0.04, row + 0.04), 0.92, 0.92, facecolor=fill)
             cell.set(edgecolor=edge, linewidth=2, linestyle="-" if reachable else "--")
+            if color_by == "host" and reachable and host_hatch(host):  # hosts 4 and up
+                cell.set(hatch=host_hatch(host), edgecolor=hatch_color(fill))
             ax.add_patch(cell)
             words = f"{str(device.platform).upper()} {device.id}\nhost {host}"
             ink = text_color(fill) if reachable else "#555555"
@@ -269,7 +271,9 @@ def plot_host_rows(
             spans[(label, host)] = blocks
             ax.add_patch(Rectangle((0, y), num_rows, 0.7, facecolor="#F2F2F2", edgecolor="none"))
             for start, stop in blocks:
-                ax.add_patch(Rectangle((start, y), stop - start, 0.7, facecolor=color))
+                bar = Rectangle((start, y), stop - start, 0.7, facecolor=color, linewidth=0)
+                bar.set(hatch=host_hatch(host) or None, edgecolor=hatch_color(color))
+                ax.add_patch(bar)
                 for a, b in shared[label]:
                     low, high = max(a, start), min(b, stop)
                     if low < high:

@@ -1,9 +1,13 @@
 """The colour rules every datarax picture shares: devices, hosts, copies and text.
 
 Devices get Paul Tol's "light" scheme: nine pale colours, told apart with the common
-forms of colour blindness, on which black text reads. Hosts get four dark colours
-from Tol's "muted" scheme whose hues lie between the device hues, so a host is never
-mistaken for a device. Blocks held by several devices are hatched in every picture.
+forms of colour blindness, on which black text reads. Hosts get four dark colours whose
+hues lie between the device hues, so a host is never mistaken for a device: indigo,
+green and wine from Tol's "muted" scheme, and a dark orange (Tol's muted purple was
+too close to its wine). From host 4 on, the host colours repeat with a mark
+(`host_hatch`): dots for hosts 4-7, rings for 8-11, and so on, so hosts stay apart in
+a picture of up to 32 hosts; beyond that, the pictures name hosts by number. Blocks
+held by several devices are hatched ``//`` in every picture.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ HOST_PALETTE: tuple[str, ...] = (
     "#332288",  # indigo
     "#117733",  # green
     "#882255",  # wine
-    "#AA4499",  # purple
+    "#AA5800",  # dark orange
 )
+# The mark over a host's colour, per group of len(HOST_PALETTE) hosts: none for the
+# first group. None of them uses "/", which marks copies.
+HOST_MARKS: tuple[str, ...] = ("", "..", "oo", "xx", "++", "**", "--", "||")
 SEVERAL_HOSTS = "#555555"  # a block whose copies sit on more than one host
 COPIES_HATCH = "//"
 
@@ -55,6 +62,9 @@ def device_colors(count: int) -> list[str]:
 def host_colors(count: int) -> list[str]:
     """`count` host colours as hex strings, repeating the 4 after the first 4.
 
+    Hosts 4 and up share a colour with an earlier host; draw them with `host_hatch`
+    too, which tells them apart.
+
     Args:
         count: how many colours, one per host (process).
 
@@ -69,6 +79,23 @@ def host_colors(count: int) -> list[str]:
         ['#332288', '#117733']
     """
     return _cycle(HOST_PALETTE, count)
+
+
+def host_hatch(host: int) -> str:
+    """The hatch drawn over `host`'s colour: none for hosts 0-3, then one per group of 4.
+
+    With `host_colors` this tells 32 hosts apart (4 colours x 8 marks).
+
+    Raises:
+        ValueError: `host` is negative or not an integer.
+
+    Example:
+        >>> host_hatch(2), host_hatch(5), host_hatch(9)
+        ('', '..', 'oo')
+    """
+    if isinstance(host, bool) or not isinstance(host, int) or host < 0:
+        raise ValueError(f"host must be a whole number >= 0, got {host!r}.")
+    return HOST_MARKS[(host // len(HOST_PALETTE)) % len(HOST_MARKS)]
 
 
 def _cycle(palette: tuple[str, ...], count: int) -> list[str]:

@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ._palette import device_colors, host_colors, text_color
+from ._palette import device_colors, hatch_color, host_colors, host_hatch, text_color
 
 Run = tuple[int, int, int]  # (start, stop, owner): rows [start, stop) held by owner
 NOBODY = -1
@@ -86,6 +86,13 @@ def _fill(owner: int, color_by: str, ranks: Mapping[int, int]) -> str:
     return host_colors(owner + 1)[owner]
 
 
+def _hatch(owner: int, color_by: str) -> str | None:
+    """A host's mark (`host_hatch`: none for hosts 0-3); devices and nobody get none."""
+    if owner == NOBODY or color_by != "host":
+        return None
+    return host_hatch(owner) or None
+
+
 def _check_color_by(color_by: Any) -> None:
     if color_by not in ("device", "host"):
         raise ValueError(f"color_by must be 'device' or 'host', got {color_by!r}.")
@@ -110,6 +117,14 @@ def _checked_owners(strips: Any, color_by: str | None) -> dict[str, np.ndarray]:
     return checked
 
 
+def _mark(rect: Rectangle, hatch: str | None, fill: str) -> None:
+    """Hatches `rect` with a host's mark, drawn in a colour that shows on `fill`."""
+    if hatch:
+        rect.set(hatch=hatch)
+        if hasattr(rect, "set_hatchcolor"):  # matplotlib >= 3.10; before, the edge colour
+            rect.set_hatchcolor(hatch_color(fill))
+
+
 def _names_of(names: Any, label: str) -> Mapping[int, str]:
     """The texts for strip `label`'s owners: its own mapping, or the one for every strip."""
     if not names:
@@ -125,6 +140,8 @@ def _legend(figure: Figure, owners: list[int], color_by: str, ranks: Mapping[int
         Rectangle((0, 0), 1, 1, facecolor=_fill(o, color_by, ranks), edgecolor=_NOBODY_EDGE)
         for o in owners
     ]
+    for handle, owner in zip(handles, owners, strict=True):
+        handle.set(hatch=_hatch(owner, color_by))
     labels = ["none" if o == NOBODY else f"{kind} {o}" for o in owners]
     figure.legend(handles, labels, loc="lower center", ncol=len(owners), frameon=False)
 
@@ -192,6 +209,7 @@ def plot_rows(
             rect = Rectangle(
                 (start, lane + 0.06), stop - start, 0.88, facecolor=fill, edgecolor=edge
             )
+            _mark(rect, _hatch(owner, kinds[label]), fill)
             ax.add_patch(rect)
             drawn.append(rect)
             text = texts.get(owner, "none" if owner == NOBODY else default.format(owner))
@@ -260,6 +278,7 @@ def plot_row_grid(
             fill = _fill(owner, color_by, ranks)
             x, y = row % columns, lines - 1 - row // columns
             rect = Rectangle((x, y), 1, 1, facecolor=fill, edgecolor="white", linewidth=1)
+            _mark(rect, _hatch(owner, color_by), fill)
             ax.add_patch(rect)
             drawn.append(rect)
             size = max(4.0, min(8.0, panel_w * 72 / columns / 3))

@@ -22,6 +22,7 @@ from ._palette import (
     device_colors,
     hatch_color,
     host_colors,
+    host_hatch,
     text_color,
 )
 from ._sizes import GAP_H_IN, GAP_W_IN, LEFT_IN
@@ -106,7 +107,8 @@ def plot_sharding(
         array: a sharded `jax.Array`, or a `jax.ShapeDtypeStruct` with a sharding.
         color_by: ``"device"`` (a colour per block) or ``"process"`` (per host).
         dim_names: a name for each dimension, e.g. ``("image", "pixel row")`` for a
-            2-D array; by default ``dim 0 (rows)``, ``dim 1 (columns)``, ``dim 2``...
+            2-D array; by default ``dim 0 (rows)`` and ``dim 1 (columns)`` for a 2-D
+            array, ``dim 0 (down)``, ``dim 1 (across)``, ``dim 2``... for rank 3 and up.
         title: the figure title; by default the shape, dtype, spec and devices.
         width: the figure's width in inches (2 to 40). A drawing to scale may need
             less; many blocks in a row may need more.
@@ -154,7 +156,8 @@ def plot_sharding(
             host = block.hosts[0] if len(block.hosts) == 1 else None
             host_color = SEVERAL_HOSTS if host is None else host_colors(host + 1)[host]
             fill = host_color if color_by == "process" else colors[ranks[block.devices[0]]]
-            rect, label = _draw_block(ax, block, fill)
+            mark = host_hatch(host) if color_by == "process" and host is not None else ""
+            rect, label = _draw_block(ax, block, fill, mark)
             if several_hosts and color_by == "device":
                 _outline(ax, block, host_color)
             options = _blocks.label_options(block, platform, several_hosts)
@@ -240,13 +243,17 @@ def _panel_axes(
     return axes
 
 
-def _draw_block(ax: Axes, block: _blocks.Block, fill: str) -> tuple[Rectangle, Text]:
-    """The block's rectangle (hatched when it has copies) and its empty label."""
+def _draw_block(
+    ax: Axes, block: _blocks.Block, fill: str, mark: str = ""
+) -> tuple[Rectangle, Text]:
+    """The block's rectangle (hatched when it has copies, plus a host's `mark`) and its
+    empty label."""
     (row0, row1), (col0, col1) = block.rows, block.cols
     copies = len(block.devices) > 1
     rect = Rectangle((col0, row0), col1 - col0, row1 - row0, facecolor=fill, edgecolor="white")
-    rect.set(linewidth=1.5, hatch=COPIES_HATCH if copies else None)
-    if copies and hasattr(rect, "set_hatchcolor"):  # matplotlib >= 3.10
+    hatch = (COPIES_HATCH if copies else "") + mark
+    rect.set(linewidth=1.5, hatch=hatch or None)
+    if hatch and hasattr(rect, "set_hatchcolor"):  # matplotlib >= 3.10
         rect.set_hatchcolor(hatch_color(fill))
     ax.add_patch(rect)
     behind = {"facecolor": fill, "edgecolor": "none", "pad": 2.0} if copies else None
@@ -283,10 +290,12 @@ def _legend_entries(found: _blocks.Layout, color_by: str) -> list[Patch]:
     blocks = [block for panel in found.panels for block in panel.blocks]
     if len(found.hosts) > 1 or color_by == "process":
         spans = any(len(block.hosts) > 1 for block in blocks)
-        hosts = [(f"host {h}", host_colors(h + 1)[h]) for h in found.hosts]
-        for name, color in hosts + [("several hosts", SEVERAL_HOSTS)] * spans:
+        hosts = [(f"host {h}", host_colors(h + 1)[h], host_hatch(h)) for h in found.hosts]
+        for name, color, mark in hosts + [("several hosts", SEVERAL_HOSTS, "")] * spans:
             if color_by == "process":
-                entries.append(Patch(facecolor=color, edgecolor="white", label=name))
+                entries.append(
+                    Patch(facecolor=color, edgecolor="white", hatch=mark or None, label=name)
+                )
             else:
                 entries.append(Patch(facecolor="white", edgecolor=color, linewidth=2, label=name))
     if any(len(block.devices) > 1 for block in blocks):

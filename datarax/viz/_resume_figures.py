@@ -17,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from ._palette import host_colors, text_color
+from ._palette import hatch_color, host_colors, host_hatch, text_color
 
 StepReads = tuple[Sequence[int], Sequence[int]]  # (source rows in batch order, host of each)
 _CELL_W_IN, _CELL_H_IN, _GAP_COLUMNS = 0.48, 0.2, 0.6
@@ -156,6 +156,8 @@ def plot_reads(
             for position, (row, host) in enumerate(zip(rows, hosts, strict=True)):
                 fill = palette[host]
                 cell = Rectangle((x, position), 1, 1, facecolor=fill, edgecolor="white")
+                if host_hatch(host):  # hosts 4 and up: the colour of host - 4, and a mark
+                    cell.set(hatch=host_hatch(host), edgecolor=hatch_color(fill))
                 ax.add_patch(cell)
                 ax.text(x + 0.5, position + 0.5, str(row), ha="center", va="center")
                 ax.texts[-1].set(fontsize=7, color=text_color(fill))
@@ -166,7 +168,10 @@ def plot_reads(
     ax.set_xticks([t for t, _ in ticks], [name for _, name in ticks], fontsize=7)
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
-    handles = [Patch(facecolor=palette[h], label=f"host {h} read it") for h in hosts_seen]
+    handles = [
+        Patch(facecolor=palette[h], hatch=host_hatch(h) or None, label=f"host {h} read it")
+        for h in hosts_seen
+    ]
     # matplotlib fills a legend column by column; this order reads row by row
     handles = [
         handles[i] for c in range(legend_columns) for i in range(c, len(handles), legend_columns)

@@ -1,0 +1,62 @@
+"""Checkers for tutorial 10, from batch to step.
+
+``10.communication_bound_batch``: the per-device batch (rows) at which a dense model's
+step computes for as long as a ring all-reduce of its gradients takes: compute is 6
+FLOPs per parameter per row at `flops_per_second`; the all-reduce sends
+2 (N - 1) / N x `bytes_per_value` bytes per parameter at `send_bytes_per_second`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from datarax.exercises._core import Feedback, call, exercise, right, wrong
+
+FLOPS_PER_PARAMETER_PER_ROW = 6  # forward 2 + backward 4, for a dense model
+
+# (what the case is, num_devices, FLOP/s, bytes/s sent, bytes per gradient value)
+_CASES: list[tuple[str, Any, Any, Any, Any]] = [
+    ("8 TPU v5e chips, bfloat16 gradients", 8, 197e12, 200e9, 2),
+    ("8 H100 SXM, bfloat16 gradients", 8, 989e12, 450e9, 2),
+    ("64 devices, float32 gradients", 64, 100e12, 50e9, 4),
+    ("2 devices given as numpy numbers", np.int64(2), np.float32(1e12), np.float64(1e10), 2),
+    ("one device, which sends nothing", 1, 197e12, 200e9, 2),
+]
+
+
+def expected_batch(
+    num_devices: int, flops_per_second: float, send_bytes_per_second: float, bytes_per_value: int
+) -> float:
+    """Rows per device where 6 n b / F == 2 (N - 1) / N x bytes x n / W."""
+    sent_per_value = 2 * (num_devices - 1) / num_devices * bytes_per_value
+    return sent_per_value * flops_per_second / (FLOPS_PER_PARAMETER_PER_ROW * send_bytes_per_second)
+
+
+@exercise(
+    "10.communication_bound_batch",
+    hint=(
+        "per row, compute costs 6 FLOPs per parameter, so a step takes 6 n b / F seconds; "
+        "the ring all-reduce sends 2 (N - 1) / N x bytes_per_value bytes per parameter, "
+        "taking 2 (N - 1) / N x bytes_per_value x n / W seconds. Set them equal; the "
+        "number of parameters n cancels."
+    ),
+)
+def _communication_bound_batch(answer: Any) -> Feedback:
+    for name, devices, flops, send, width in _CASES:
+        expected = expected_batch(int(devices), float(flops), float(send), int(width))
+        got = call(answer, devices, flops, send, width)
+        is_number = isinstance(got, (int, float, np.number)) and not isinstance(got, bool)
+        if not is_number or not np.isclose(float(got), expected, rtol=1e-6, atol=1e-9):
+            sent = 2 * (int(devices) - 1) / int(devices) * int(width)
+            return wrong(
+                f"for {name} (N = {devices}, F = {float(flops):.3g} FLOP/s, W = "
+                f"{float(send):.3g} bytes/s, {width} bytes per value), each device sends "
+                f"{sent:.4g} bytes per parameter, so compute and communication take equally "
+                f"long at {expected:.4g} rows per device. Your function returned {got!r}."
+            )
+    return right(
+        f"the communication-bound batch matches on {len(_CASES)} cases (a TPU v5e, an "
+        "H100, float32 gradients, numpy inputs and a single device)."
+    )

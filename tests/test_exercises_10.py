@@ -1,0 +1,76 @@
+"""The checker of tutorial 10: a right answer passes, a wrong one is told what is wrong,
+and the placeholder is reported as not answered, never raised."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from datarax.exercises import check
+
+NAME = "10.communication_bound_batch"
+
+
+def communication_bound_batch(devices: Any, flops: Any, send: Any, width: Any) -> float:
+    return 2 * (devices - 1) / devices * width * flops / (6 * send)
+
+
+def as_numpy_number(devices: Any, flops: Any, send: Any, width: Any) -> np.floating:
+    return np.float64(communication_bound_batch(devices, flops, send, width))
+
+
+def ignoring_the_ring(devices: Any, flops: Any, send: Any, width: Any) -> float:
+    return width * flops / (6 * send)  # sends the payload once, and even with one device
+
+
+def forgetting_the_backward_pass(devices: Any, flops: Any, send: Any, width: Any) -> float:
+    return 2 * (devices - 1) / devices * width * flops / (2 * send)
+
+
+def as_a_string(devices: Any, flops: Any, send: Any, width: Any) -> str:
+    return str(communication_bound_batch(devices, flops, send, width))
+
+
+@pytest.mark.parametrize("solution", [communication_bound_batch, as_numpy_number])
+def test_a_right_answer_passes(solution: Any) -> None:
+    assert check(NAME, solution, quiet=True)
+
+
+@pytest.mark.parametrize(
+    ("mistake", "named"),
+    [
+        (ignoring_the_ring, "8 TPU v5e chips"),
+        (forgetting_the_backward_pass, "8 TPU v5e chips"),
+        (as_a_string, "8 TPU v5e chips"),
+        (lambda *args: communication_bound_batch(*args) if args[0] > 1 else 1.0, "one device"),
+    ],
+)
+def test_a_wrong_answer_is_told_which_case_and_the_right_number(mistake: Any, named: str) -> None:
+    told = check(NAME, mistake, quiet=True)
+    assert not told and named in told.message, told.message
+    assert "rows per device" in told.message
+
+
+@pytest.mark.parametrize("placeholder", [lambda *args: ..., lambda *args: None])
+def test_the_placeholder_is_not_answered(placeholder: Any) -> None:
+    waiting = check(NAME, placeholder, quiet=True)
+    assert not waiting and waiting.message.startswith("not answered yet. Hint:")
+
+
+def test_a_raising_answer_is_reported_not_raised() -> None:
+    def broken(*args: Any) -> float:
+        raise ZeroDivisionError("oops")
+
+    told = check(NAME, broken, quiet=True)
+    assert not told and "ZeroDivisionError" in told.message
+
+
+def test_the_notebook_numbers_match_the_checker() -> None:
+    """Tutorial 10 prints 575 rows for a TPU v5e and 1282 for an H100 (N = 8)."""
+    from datarax.exercises._nb10 import expected_batch
+
+    assert round(expected_batch(8, 197e12, 400e9 / 2, 2)) == 575
+    assert round(expected_batch(8, 989e12, 900e9 / 2, 2)) == 1282
+    assert expected_batch(1, 197e12, 200e9, 2) == 0
