@@ -78,7 +78,7 @@ def write_student_copies(out_dir: Path, notebooks: list[Path]) -> list[Path]:
     for notebook in notebooks:
         body, _ = exporter.from_filename(str(notebook))
         target = out_dir / notebook.name
-        target.write_text(body, encoding="utf-8")
+        target.write_text(str(body), encoding="utf-8")  # the exporter writes text
         written.append(target)
     return written
 
