@@ -82,6 +82,7 @@ JUNK: dict[str, Callable[[], Any]] = {
     "object": object,
     "generator": lambda: (n for n in range(3)),
     "10**12-long range": lambda: range(10**12),
+    "10**20-long range": lambda: range(10**20),
     "10**10-element array view": lambda: np.broadcast_to(np.float32(0), (10**10,)),
     "complex": lambda: 1j,
     "ragged list": lambda: [[1], [1, 2]],
@@ -129,6 +130,19 @@ def test_a_raising_function_is_the_readers_error(name: str) -> None:
     feedback = check(name, raises, quiet=True)
     assert not feedback and not feedback.checker_bug
     assert "your function raised ZeroDivisionError" in feedback.message, feedback
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def test_an_exception_without_a_readable_message_is_still_the_readers() -> None:
+    def raises(*args: Any) -> Any:
+        raise Unprintable
+
+    feedback = check("07.epoch_ms", raises, quiet=True)
+    assert not feedback.checker_bug and "your function raised Unprintable" in feedback.message
 
 
 @pytest.mark.parametrize("name", NAMES)

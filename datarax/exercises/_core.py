@@ -22,8 +22,9 @@ with the idea; from the second such answer to the same exercise on (or with
 ``hint=2``), it adds the method.
 
 Each result is also appended, as one JSON line ``{"exercise", "ok", "message"}``, to
-the file named by the environment variable ``DATARAX_GRADE_LOG`` when it is set: that
-is how ``python -m datarax.exercises.grade`` learns a submission's results.
+the file named by the environment variable ``DATARAX_GRADE_LOG`` when it is set (with
+``"checker_bug"`` too): that is how ``python -m datarax.exercises.grade`` learns a
+submission's results.
 """
 
 from __future__ import annotations
@@ -184,7 +185,12 @@ def _record(name: str, feedback: Feedback) -> None:
     log = os.environ.get(GRADE_LOG)
     if not log:
         return
-    line = {"exercise": name, "ok": feedback.ok, "message": str(feedback)}
+    line = {
+        "exercise": name,
+        "ok": feedback.ok,
+        "checker_bug": feedback.checker_bug,
+        "message": str(feedback),
+    }
     with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
 

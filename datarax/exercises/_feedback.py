@@ -73,7 +73,12 @@ class AnswerRaised(Exception):
     """Raised inside a checker when the reader's function raised `error`."""
 
     def __init__(self, error: BaseException) -> None:
-        super().__init__(f"{type(error).__name__}: {error}")
+        try:
+            said = str(error)
+        except Exception:  # an exception whose own message fails
+            said = "(its message could not be read)"
+        said = said if len(said) <= 500 else said[:500] + "..."
+        super().__init__(f"{type(error).__name__}: {said}")
         self.error = error
 
 

@@ -121,10 +121,10 @@ _NO_INDICES_MAP = (Ban(NamedSharding, "devices_indices_map", "devices_indices_ma
 def _ids(value: Any) -> set[int]:
     """Device ids from a set (or list) of ids or of devices."""
     expected = "a set of device ids"
-    if isinstance(value, (set, frozenset, list, tuple)):
-        kind = type(value).__mro__[-2]  # read through the built-in type
-        if kind.__len__(value) <= 4096:
-            value = [d.id if isinstance(d, jax.Device) else d for d in kind.__iter__(value)]
+    kinds: tuple[Any, ...] = (set, frozenset, list, tuple)
+    kind = next((kind for kind in kinds if isinstance(value, kind)), None)
+    if kind is not None and kind.__len__(value) <= 4096:  # read through the built-in type
+        value = [d.id if isinstance(d, jax.Device) else d for d in kind.__iter__(value)]
     ids = plain(value, "devices_holding's result", expected)
     if isinstance(ids, np.ndarray) and ids.ndim == 1:
         ids = list(ids)

@@ -40,7 +40,7 @@ def describe(value: Any) -> str:
     """
     kind = type(value).__name__
     article = "an" if kind[:1].lower() in "aeiou" else "a"
-    if value is None or isinstance(value, (bool, int, float, str, list, tuple, dict, set)):
+    if value is None or type(value) in (bool, int, float, str, list, tuple, dict, set):
         return f"{article} {kind}: {shown(value)}"
     if isinstance(value, (np.ndarray, np.generic, jax.Array)):
         return f"{article} {kind} of shape {np.shape(value)} and dtype {value.dtype}"
@@ -122,7 +122,10 @@ class _Reader:
         if isinstance(value, (np.ndarray, jax.Array)):
             return self.array(value, depth)
         if isinstance(value, range):
-            self.spend(len(value) if len(value) < MAX_ITEMS else MAX_ITEMS + 1)
+            try:
+                self.spend(len(value))
+            except OverflowError:  # longer than a C size: far too long
+                self.spend(MAX_ITEMS + 1)
             return list(value)
         return self.container(value, depth)
 

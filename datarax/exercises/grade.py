@@ -161,7 +161,7 @@ def grade_submission(student: str, path: Path, timeout: float) -> list[Grade]:
             continue
         message = str(record.get("message", ""))
         result = "right" if record.get("ok") is True else "not yet"
-        if message.startswith("Checker error"):
+        if record.get("checker_bug") is True:
             result = "checker error"
         grades.append(Grade(student, path.name, exercise, result, message, run))
     return grades
