@@ -158,3 +158,38 @@ def test_student_copy_has_no_solutions_and_runs_on_permuted_meshes(
     for cell in checks:  # the placeholders were checked, and said so without raising
         printed = "".join(o.get("text", "") for o in cell.outputs)
         assert "Not yet: not answered yet" in printed, (notebook.name, cell.source, printed)
+
+
+# Until the notebooks bind each solution to its own name (issue 20), their solution
+# cells redefine the reader's function, so Run All prints "Right" under the reader's
+# "Not yet". Remove a notebook from this set once its solution cells are renamed.
+REBINDS_THE_READERS_FUNCTION = {notebook.stem for notebook in NOTEBOOKS}
+
+
+@pytest.mark.parametrize(
+    "notebook",
+    [
+        pytest.param(
+            notebook,
+            marks=pytest.mark.xfail(
+                notebook.stem in REBINDS_THE_READERS_FUNCTION,
+                reason="the solution cells still redefine the reader's function",
+            ),
+        )
+        for notebook in NOTEBOOKS
+    ],
+    ids=lambda p: p.stem,
+)
+def test_the_solution_is_bound_to_its_own_name(notebook: Path) -> None:
+    """A solution cell defines `<name>_solution`, never the reader's `<name>`."""
+    cells = nbformat.read(notebook, as_version=4).cells
+    readers = {
+        name
+        for cell in cells
+        if _code(cell) and "TODO" in cell.source
+        for name in re.findall(r"^def (\w+)\(", cell.source, re.MULTILINE)
+    }
+    for cell in cells:
+        if "solution" in cell.metadata.get("tags", []):
+            defined = set(re.findall(r"^def (\w+)\(", cell.source, re.MULTILINE))
+            assert not defined & readers, f"a solution cell redefines {defined & readers}"
