@@ -53,6 +53,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], f
     for student, notebook in submissions.items():
         (folder / student).mkdir()
         nbformat.write(notebook, folder / student / NOTEBOOK.name)
+    nbformat.write(nbformat.v4.new_notebook(), folder / "erin.ipynb")  # no exercise in it
     out = folder.parent / "grades.csv"
     started = time.monotonic()
     command = [sys.executable, "-m", "datarax.exercises.grade", str(folder), "--out", str(out)]
@@ -73,9 +74,17 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], f
 
 def test_one_row_per_student_and_exercise(graded: tuple[dict[str, dict], float, Path]) -> None:
     rows, _, _ = graded
-    assert sorted(rows) == ["alice", "bob", "carol", "dave"]
-    assert {row["exercise"] for row in rows.values()} == {"07.epoch_ms"}
-    assert {row["notebook"] for row in rows.values()} == {NOTEBOOK.name}
+    assert sorted(rows) == ["alice", "bob", "carol", "dave", "erin"]
+    graded_rows = [row for student, row in rows.items() if student != "erin"]
+    assert {row["exercise"] for row in graded_rows} == {"07.epoch_ms"}
+    assert {row["notebook"] for row in graded_rows} == {NOTEBOOK.name}
+
+
+def test_a_notebook_without_exercises_gets_a_row_saying_so(
+    graded: tuple[dict[str, dict], float, Path],
+) -> None:
+    erin = graded[0]["erin"]
+    assert erin["result"] == "not checked" and "no exercise found" in erin["run"], erin
 
 
 def test_a_right_answer_is_right(graded: tuple[dict[str, dict], float, Path]) -> None:

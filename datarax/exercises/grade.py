@@ -106,6 +106,8 @@ def run_submission(path: Path, timeout: float) -> tuple[dict[str, dict[str, Any]
 
     def started(cell: Any, cell_index: int) -> None:
         position["cell"] = kept[cell_index] + 1
+        if time.monotonic() > deadline:  # quick cells after the limit do not run either
+            raise CellTimeoutError(f"the notebook's {timeout:g} s are up")
 
     def failed(cell: Any, cell_index: int, execute_reply: Any) -> None:
         errors.append(kept[cell_index] + 1)
@@ -152,9 +154,13 @@ def grade_submission(student: str, path: Path, timeout: float) -> list[Grade]:
         notebook = nbformat.read(path, as_version=4)
     except Exception as error:  # not a notebook at all
         return [Grade(student, path.name, "", "not checked", "", f"unreadable: {error}")]
+    exercises = exercises_in(path.name, notebook)
+    if not exercises:
+        note = "no exercise found: name the file NN_... as the tutorial, or keep its check cells"
+        return [Grade(student, path.name, "", "not checked", "", note)]
     results, run = run_submission(path, timeout)
     grades = []
-    for exercise in exercises_in(path.name, notebook):
+    for exercise in exercises:
         record = results.get(exercise)
         if record is None:
             grades.append(Grade(student, path.name, exercise, "not checked", "", run))
