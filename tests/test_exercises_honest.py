@@ -5,6 +5,7 @@ memory without a false "your function raised", helpers an exercise asks to do wi
 are refused, and an error in a checker's own code is reported as the checker's bug.
 """
 
+import importlib
 import json
 import math
 from collections.abc import Callable
@@ -265,6 +266,25 @@ def test_host_rows_without_row_ledger() -> None:
     assert not feedback and "RowLedger" in feedback.message, feedback
     mesh = jax.make_mesh((len(jax.devices()),), ("data",))
     assert RowLedger(NamedSharding(mesh, P("data")), 8).row_count(0) == 8
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "helper"),
+    [
+        ("01.host_fraction", "_nb01", "held_fraction"),
+        ("02.devices_holding", "_nb02", "holders"),
+        ("06.allreduce_bytes", "_nb06", "expected_bytes"),
+        ("07.epoch_ms", "_nb07", "scheduled_ms"),
+    ],
+)
+def test_the_checkers_own_answer_is_off_limits(name: str, module: str, helper: str) -> None:
+    answer_key = getattr(importlib.import_module(f"datarax.exercises.{module}"), helper)
+    if name == "07.epoch_ms":
+        feedback = check(name, lambda s, i, n, p: answer_key(s, i, n, 2 if p else None), quiet=True)
+    else:
+        feedback = check(name, answer_key, quiet=True)
+    assert not feedback and f"the checker's own {helper}" in feedback.message, feedback
+    assert answer_key.__code__.co_name == helper  # restored after the check
 
 
 # Hints in two steps; the checker's own bugs; the grade log. --------------------------

@@ -34,7 +34,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from datarax.exercises._feedback import (
     AnswerRaised,
@@ -49,6 +49,7 @@ from datarax.exercises._feedback import (
 from datarax.exercises._values import whole
 
 Checker = Callable[[Any], Feedback]
+_Function = TypeVar("_Function", bound=Callable[..., Any])
 GRADE_LOG = "DATARAX_GRADE_LOG"
 
 
@@ -89,8 +90,25 @@ class Ban:
     label: str
 
 
+_ANSWER_KEYS: list[Ban] = []  # the checkers' own answer functions, off limits in every call
+
+
+def answer_key(function: _Function) -> _Function:
+    """Marks a checker's function that computes right answers: no reader's function may
+    call it (calling the checker's own answer would pass any exercise)."""
+    _ANSWER_KEYS.append(Ban(function, "__code__", f"the checker's own {function.__name__}"))
+    return function
+
+
 def _stand_in(*args: Any, **kwargs: Any) -> Any:  # replaces a banned function's code
-    raise __import__("datarax.exercises._feedback", fromlist=["Forbidden"]).Forbidden()
+    raise __import__("datarax.exercises._feedback", fromlist=["Forbidden"]).Forbidden("LABEL")
+
+
+def _stand_in_code(label: str) -> Any:
+    """`_stand_in`'s code, naming `label`: a function's code runs with its own module's
+    globals, so the stand-in reaches `Forbidden` through ``__import__``."""
+    code = _stand_in.__code__
+    return code.replace(co_consts=tuple(label if c == "LABEL" else c for c in code.co_consts))
 
 
 @contextlib.contextmanager
@@ -103,7 +121,8 @@ def _banned(bans: Sequence[Ban]) -> Iterator[None]:
         def refuse(*args: Any, _label: str = ban.label, **kwargs: Any) -> Any:
             raise Forbidden(_label)
 
-        setattr(ban.owner, ban.name, _stand_in.__code__ if ban.name == "__code__" else refuse)
+        stand_in = _stand_in_code(ban.label) if ban.name == "__code__" else refuse
+        setattr(ban.owner, ban.name, stand_in)
     try:
         yield
     finally:
@@ -133,7 +152,7 @@ def call(answer: Any, *args: Any, bans: Sequence[Ban] = (), **kwargs: Any) -> An
             )
         )
     try:
-        with _banned(bans):
+        with _banned([*bans, *_ANSWER_KEYS]):
             result = answer(*args, **kwargs)
     except NotImplementedError:
         raise NotAnswered from None

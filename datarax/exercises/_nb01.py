@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import call, exercise
+from datarax.exercises._core import answer_key, call, exercise
 from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
 from datarax.exercises._values import describe, number
 from datarax.sharding.ledger import pretend_hosts
@@ -58,6 +58,7 @@ def _cases() -> Iterator[tuple[str, Any, dict[int, int]]]:
             yield f"{where}, {hosts} hosts", array, pretend_hosts(hosts)
 
 
+@answer_key
 def held_fraction(array: Any, host_of: dict[int, int], host: int) -> float:
     """The fraction of `array`'s elements that the devices of `host` hold, each counted once."""
     held = np.zeros(array.shape, dtype=bool)

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import Ban, call, exercise
+from datarax.exercises._core import Ban, answer_key, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
 from datarax.exercises._values import items, plain, reject, shown, whole
@@ -133,6 +133,7 @@ def _ids(value: Any) -> set[int]:
     return {whole(each, "each device id") for each in ids}
 
 
+@answer_key
 def holders(mesh: Mesh, spec: PartitionSpec, shape: tuple[int, ...], index: Any) -> set[int]:
     """The ids of the devices that hold element `index` of an array of `shape`."""
     placed = NamedSharding(mesh, spec).devices_indices_map(shape)

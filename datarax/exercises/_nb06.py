@@ -16,7 +16,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, Sharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import call, exercise
+from datarax.exercises._core import answer_key, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import number
 
@@ -46,6 +46,7 @@ def _shardings() -> list[tuple[str, Sharding]]:
     return cases
 
 
+@answer_key
 def expected_bytes(params: Any, batch_sharding: Sharding) -> float:
     """What a ring all-reduce of the gradients sends per device: 2 (N - 1) / N x payload."""
     payload = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(params))

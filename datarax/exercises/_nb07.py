@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from datarax.exercises._core import call, exercise
+from datarax.exercises._core import answer_key, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import number
 
 _CASES = ((20.0, 15.0, 12), (5.0, 15.0, 12), (30.0, 50.0, 1000), (10.0, 10.0, 3), (7.0, 2.0, 1))
 
 
+@answer_key
 def scheduled_ms(step_ms: float, input_ms: float, steps: int, size: int | None) -> float:
     """When the last step ends: one after the other (`size` None), or with a producer
     thread that keeps at most `size` batches ready and starts a batch once a slot is free
