@@ -8,11 +8,14 @@ are refused, and an error in a checker's own code is reported as the checker's b
 import importlib
 import json
 import math
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import nbformat
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding
@@ -20,7 +23,9 @@ from jax.sharding import PartitionSpec as P
 
 from datarax.exercises import _core, check
 from datarax.exercises._feedback import Feedback
-from datarax.sharding import RowLedger, shard_bounds
+from datarax.sharding import RowLedger, pad_to_multiple, shard_bounds
+
+ROOT = Path(__file__).parents[1]
 
 NAMES = sorted(_core._CHECKERS)
 
@@ -218,6 +223,64 @@ def test_numpy_and_jax_scalars_count_as_numbers(name: str, kind: str) -> None:
 
     def answer(*args: Any) -> Any:
         return convert(solution(*args), as_scalar)
+
+    assert check(name, answer, quiet=True)
+
+
+def _notebook_solutions() -> dict[str, Callable[..., Any]]:
+    """Exercise name -> the function its notebook's hidden solution cell defines."""
+    namespace: dict[str, Any] = {"np": np, "math": math, "jax": jax, "jnp": jnp, "P": P}
+    namespace.update(NamedSharding=NamedSharding, pad_to_multiple=pad_to_multiple)
+    namespace.update(shard_bounds=shard_bounds)
+    solutions = {}
+    for notebook in sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.ipynb")):
+        cells = nbformat.read(notebook, as_version=4).cells
+        for number, cell in enumerate(cells[:-1]):
+            name = re.match(r'check\("([\w.]+)"', cell.source)
+            hidden = cells[number + 1]
+            if name and hidden.source.startswith("# @title Solution"):
+                defined = re.search(r"^def (\w+)\(", hidden.source, re.MULTILINE)
+                assert defined, hidden.source
+                exec(hidden.source, namespace)  # the notebook's own solution
+                solutions[name.group(1)] = namespace[defined.group(1)]
+    return solutions
+
+
+SOLUTIONS = _notebook_solutions()
+AS_SCALARS = {
+    "numpy scalars": (np.int64, np.float64, np.bool_),
+    "jax scalars": (jnp.int32, jnp.float32, jnp.asarray),
+    "0-d arrays": (np.asarray, jnp.asarray, jnp.asarray),
+}
+
+
+def _scalars(value: Any, kinds: tuple[Callable, Callable, Callable]) -> Any:
+    """`value` with every Python number (dict keys aside) made a numpy or JAX scalar."""
+    whole, real, truth = kinds
+    if isinstance(value, bool):
+        return truth(value)
+    if isinstance(value, int):
+        return whole(value)
+    if isinstance(value, float):
+        return real(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_scalars(item, kinds) for item in value)
+    if isinstance(value, dict):
+        return {key: _scalars(item, kinds) for key, item in value.items()}
+    return value
+
+
+def test_every_exercise_has_a_solution_to_try() -> None:
+    assert sorted(SOLUTIONS) == [name for name in NAMES if name != "00.example"]
+
+
+@pytest.mark.parametrize("kind", sorted(AS_SCALARS))
+@pytest.mark.parametrize("name", sorted(SOLUTIONS))
+def test_the_notebooks_solutions_pass_with_numpy_and_jax_scalars(name: str, kind: str) -> None:
+    solution = SOLUTIONS[name]
+
+    def answer(*args: Any) -> Any:
+        return _scalars(solution(*args), AS_SCALARS[kind])
 
     assert check(name, answer, quiet=True)
 
