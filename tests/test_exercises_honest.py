@@ -87,6 +87,7 @@ JUNK: dict[str, Callable[[], Any]] = {
     "huge int": lambda: 10**10_000,
     "object": object,
     "generator": lambda: (n for n in range(3)),
+    "a million references to a million-long list": lambda: [[0] * 10**6] * 10**6,
     "10**12-long range": lambda: range(10**12),
     "10**20-long range": lambda: range(10**20),
     "10**10-element array view": lambda: np.broadcast_to(np.float32(0), (10**10,)),
