@@ -141,6 +141,13 @@ def call(answer: Any, *args: Any, bans: Sequence[Ban] = (), **kwargs: Any) -> An
         MissingReturn: the function returned None.
         AnswerRaised: the function raised.
         Rejected: `answer` is not a function, or it called a banned helper.
+
+    Example:
+        >>> call(lambda n: n + 1, 1)
+        2
+        >>> call(lambda n: None, 1)
+        Traceback (most recent call last):
+        datarax.exercises._feedback.MissingReturn
     """
     if answer is Ellipsis or answer is None:
         raise NotAnswered

@@ -53,7 +53,12 @@ def strip_answers(markdown: str) -> str:
 
 
 def is_solution(cell: Any) -> bool:
-    """Whether a notebook cell is tagged ``solution``."""
+    """Whether a notebook cell is tagged ``solution``.
+
+    Example:
+        >>> is_solution({"metadata": {"tags": ["solution"]}}), is_solution({"metadata": {}})
+        (True, False)
+    """
     return SOLUTION_TAG in cell.get("metadata", {}).get("tags", [])
 
 
@@ -70,7 +75,15 @@ class StudentCopy(Preprocessor):
 
 
 def write_student_copies(out_dir: Path, notebooks: list[Path]) -> list[Path]:
-    """Writes a student copy of each notebook into `out_dir`; returns their paths."""
+    """Writes a student copy of each notebook into `out_dir`; returns their paths.
+
+    Example:
+        >>> import tempfile
+        >>> tutorial = Path("tutorials/07_performance.ipynb")
+        >>> copies = write_student_copies(Path(tempfile.mkdtemp()), [tutorial])
+        >>> [path.name for path in copies]
+        ['07_performance.ipynb']
+    """
     exporter = NotebookExporter()
     exporter.register_preprocessor(StudentCopy, enabled=True)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -85,7 +85,15 @@ def submissions(folder: Path) -> list[tuple[str, Path]]:
 
 def exercises_in(name: str, notebook: Any) -> list[str]:
     """The exercises a notebook holds: those of its number (``03_...``), and any whose
-    ``check("NN.name", ...)`` appears in it."""
+    ``check("NN.name", ...)`` appears in it.
+
+    Example:
+        >>> exercises_in("03_uneven_batches.ipynb", nbformat.v4.new_notebook())
+        ['03.mean_log', '03.pad_for']
+        >>> cell = nbformat.v4.new_code_cell('check("07.epoch_ms", epoch_ms)')
+        >>> exercises_in("alice.ipynb", nbformat.v4.new_notebook(cells=[cell]))
+        ['07.epoch_ms']
+    """
     numbers = set(re.findall(r"^(\d\d)_", name))
     called = set()
     for cell in notebook.cells:
@@ -94,7 +102,7 @@ def exercises_in(name: str, notebook: Any) -> list[str]:
     return sorted(n for n in _CHECKERS if n.split(".")[0] in numbers and n != "00.example")
 
 
-def run_submission(path: Path, timeout: float) -> tuple[dict[str, dict[str, Any]], str]:
+def _run_submission(path: Path, timeout: float) -> tuple[dict[str, dict[str, Any]], str]:
     """Runs a submission without its solution cells; returns (last result of each
     exercise checked, how the run went)."""
     notebook = nbformat.read(path, as_version=4)
@@ -149,7 +157,15 @@ def run_submission(path: Path, timeout: float) -> tuple[dict[str, dict[str, Any]
 
 
 def grade_submission(student: str, path: Path, timeout: float) -> list[Grade]:
-    """The rows of one submission, one per exercise it holds."""
+    """The rows of one submission, one per exercise it holds; runs it when it holds any.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "notes.ipynb"
+        >>> nbformat.write(nbformat.v4.new_notebook(), path)
+        >>> [(row.result, row.run[:17]) for row in grade_submission("erin", path, 60)]
+        [('not checked', 'no exercise found')]
+    """
     try:
         notebook = nbformat.read(path, as_version=4)
     except Exception as error:  # not a notebook at all
@@ -158,7 +174,7 @@ def grade_submission(student: str, path: Path, timeout: float) -> list[Grade]:
     if not exercises:
         note = "no exercise found: name the file NN_... as the tutorial, or keep its check cells"
         return [Grade(student, path.name, "", "not checked", "", note)]
-    results, run = run_submission(path, timeout)
+    results, run = _run_submission(path, timeout)
     grades = []
     for exercise in exercises:
         record = results.get(exercise)
@@ -174,7 +190,15 @@ def grade_submission(student: str, path: Path, timeout: float) -> list[Grade]:
 
 
 def write_csv(grades: list[Grade], out: Path) -> None:
-    """Writes `grades` to `out` as CSV with the header `FIELDS`."""
+    """Writes `grades` to `out` as CSV with the header `FIELDS`.
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp()) / "grades.csv"
+        >>> write_csv([Grade("bob", "07_performance.ipynb", "07.epoch_ms", "right", "", "")], out)
+        >>> out.read_text().splitlines()[1]
+        'bob,07_performance.ipynb,07.epoch_ms,right,,'
+    """
     with open(out, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(FIELDS)
