@@ -1,7 +1,7 @@
 """Every checker is honest about who is answerable: a missing `return` is named as such,
 answers are compared as values (an object whose `==` is always True gets nowhere), numpy
 and JAX scalars count as numbers, junk answers are turned down within bounded time and
-memory without a false "your function raised", helpers an exercise asks to do without
+memory without a false "your function raised", functions an exercise asks to do without
 are refused, and an error in a checker's own code is reported as the checker's bug.
 """
 
@@ -225,7 +225,7 @@ def test_a_fraction_that_is_not_a_number_is_turned_down() -> None:
     assert not feedback and "should be a number" in feedback.message
 
 
-# "Without X": the helper the prompt rules out is refused, and restored afterwards. ---
+# "Without X": the function the prompt rules out is refused, and restored afterwards. ---
 
 
 def test_memory_without_placing_anything() -> None:
@@ -267,7 +267,7 @@ def test_host_rows_without_row_ledger() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "module", "helper"),
+    ("name", "module", "function"),
     [
         ("01.host_fraction", "_nb01", "held_fraction"),
         ("02.devices_holding", "_nb02", "holders"),
@@ -275,14 +275,14 @@ def test_host_rows_without_row_ledger() -> None:
         ("07.epoch_ms", "_nb07", "scheduled_ms"),
     ],
 )
-def test_the_checkers_own_answer_is_off_limits(name: str, module: str, helper: str) -> None:
-    answer_key = getattr(importlib.import_module(f"datarax.exercises.{module}"), helper)
+def test_the_checkers_own_answer_is_off_limits(name: str, module: str, function: str) -> None:
+    answer_key = getattr(importlib.import_module(f"datarax.exercises.{module}"), function)
     if name == "07.epoch_ms":
         feedback = check(name, lambda s, i, n, p: answer_key(s, i, n, 2 if p else None), quiet=True)
     else:
         feedback = check(name, answer_key, quiet=True)
-    assert not feedback and f"the checker's own {helper}" in feedback.message, feedback
-    assert answer_key.__code__.co_name == helper  # restored after the check
+    assert not feedback and f"the checker's own {function}" in feedback.message, feedback
+    assert answer_key.__code__.co_name == function  # restored after the check
 
 
 # Hints in two steps; the checker's own bugs; the grade log. --------------------------

@@ -12,9 +12,9 @@ cell can ``assert check(...)``. Who is answerable for what:
 - a function that returns None is asked whether it forgot ``return``;
 - an exception while the reader's function runs is reported as the reader's;
 - an answer of the wrong form (a string for a number, a generator, a list nested
-  10,000 deep) is turned down by `plain` and its helpers, within bounded time and
+  10,000 deep) is turned down by `plain` and the readers built on it, within bounded time and
   memory; answers are compared as plain values, never with their own ``==``;
-- a call to a helper the exercise asks to do without (`Ban`) is turned down;
+- a call to a library function the exercise asks to do without (`Ban`) is turned down;
 - any other exception is the checker's own bug, and says so.
 
 Hints come in two steps: the first time an answer is not yet right, the feedback ends
@@ -78,7 +78,7 @@ def exercise(name: str, *, idea: str, method: str) -> Callable[[Checker], Checke
 
 @dataclasses.dataclass(frozen=True)
 class Ban:
-    """A library helper that an exercise asks the reader to do without.
+    """A library function that an exercise asks the reader to do without.
 
     While the reader's function runs, ``owner.name`` is replaced by a stand-in that
     raises `Forbidden`; ``name="__code__"`` replaces a function's code, which reaches
@@ -140,7 +140,7 @@ def call(answer: Any, *args: Any, bans: Sequence[Ban] = (), **kwargs: Any) -> An
         NotAnswered: the placeholder (``...`` returned, NotImplementedError raised).
         MissingReturn: the function returned None.
         AnswerRaised: the function raised.
-        Rejected: `answer` is not a function, or it called a banned helper.
+        Rejected: `answer` is not a function, or it called a banned function.
 
     Example:
         >>> call(lambda n: n + 1, 1)

@@ -2,7 +2,7 @@
 
 The signals tell `check` who is answerable for a result: `NotAnswered` (the
 placeholder is still there), `MissingReturn` (the reader's function returned None),
-`AnswerRaised` (the reader's function raised), `Forbidden` (it called a helper the
+`AnswerRaised` (the reader's function raised), `Forbidden` (it called a function the
 exercise asks it to do without) and `Rejected` (the answer has the wrong form). Any
 other exception inside a checker is the checker's own bug.
 """
@@ -83,7 +83,7 @@ class AnswerRaised(Exception):
 
 
 class Forbidden(Exception):
-    """Raised by a library helper that the exercise asks the reader to do without."""
+    """Raised by a library function that the exercise asks the reader to do without."""
 
     def __init__(self, label: str = "") -> None:
         super().__init__(label)

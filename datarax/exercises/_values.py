@@ -5,7 +5,7 @@ anything, a generator may never end and a list nested ten thousand deep may exha
 the stack. `plain` copies an answer into plain Python and numpy values (numbers,
 strings, lists, tuples, dicts, sets, numpy arrays), reading every container through its
 built-in type's own methods, within a bound on depth and size; anything else is turned
-down with a message (`Rejected`). The helpers below it read the kinds of answer the
+down with a message (`Rejected`). The functions below it read the kinds of answer the
 exercises ask for: a number, a whole number, a sequence, an array.
 """
 
