@@ -12,8 +12,8 @@ cell can ``assert check(...)``. Who is answerable for what:
 - a function that returns None is asked whether it forgot ``return``;
 - an exception while the reader's function runs is reported as the reader's;
 - an answer of the wrong form (a string for a number, a generator, a list nested
-  10,000 deep) is turned down by `plain` and the readers built on it, within bounded time and
-  memory; answers are compared as plain values, never with their own ``==``;
+  10,000 deep) is turned down by `plain` and the functions built on it, within bounded
+  time and memory; answers are compared as plain values, never with their own ``==``;
 - a call to a library function the exercise asks to do without (`Ban`) is turned down;
 - any other exception is the checker's own bug, and says so.
 
