@@ -39,7 +39,7 @@ PYTHON3 ?= python3
 DEVICE_CHECK_OUT ?= docs/benchmarks
 
 .PHONY: venv test unit tutorials lint lab colab-unit clean bench docs colab newest \
-	device-check binder-check browser-check student-notebooks package-check
+	device-check binder-check browser-check student-notebooks package-check grade
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -128,14 +128,29 @@ device-check:
 	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON3) -m benchmarks.device_check \
 		--out "$(DEVICE_CHECK_OUT)"
 
-## make student-notebooks: copies of the notebooks without the cells tagged "solution"
-## (hidden solutions and the checks that assert them), for a class; in $(STUDENT_NOTEBOOKS).
+## make student-notebooks: copies of the notebooks for a class, in $(STUDENT_NOTEBOOKS): no
+## cells tagged "solution", no quiz answers (<details> blocks), no Colab/Kaggle badges (they
+## open the originals). Needs only nbconvert, in its own small venv $(STUDENT_VENV).
 STUDENT_NOTEBOOKS ?= build/student-notebooks
-student-notebooks: $(STAMP)
-	$(PY) -m nbconvert --to notebook --output-dir "$(STUDENT_NOTEBOOKS)" \
-		--TagRemovePreprocessor.enabled=True \
-		--TagRemovePreprocessor.remove_cell_tags='["solution"]' \
-		tutorials/[0-9][0-9]_*.ipynb
+STUDENT_VENV ?= .venv-students
+STUDENT_PY ?= $(STUDENT_VENV)/bin/python
+STUDENT_STAMP := $(STUDENT_VENV)/.installed
+
+$(STUDENT_STAMP):
+	test -x $(STUDENT_PY) || $(PYTHON) -m venv $(STUDENT_VENV)
+	$(STUDENT_PY) -m pip install --quiet nbconvert nbformat
+	touch $(STUDENT_STAMP)
+
+student-notebooks: $(STUDENT_STAMP)
+	$(STUDENT_PY) datarax/exercises/_students.py "$(STUDENT_NOTEBOOKS)" tutorials/[0-9][0-9]_*.ipynb
+
+## make grade SUBMISSIONS=folder: runs every submitted notebook (solutions dropped) in its own
+## kernel with a time limit, and writes one row per student and exercise to $(GRADES).
+SUBMISSIONS ?= submissions
+GRADES ?= grades.csv
+GRADE_TIMEOUT ?= 120
+grade: $(STAMP)
+	$(PY) -m datarax.exercises.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(GRADE_TIMEOUT)
 
 ## make docs: the site in docs/_build/html; every tutorial executed (cached), warnings are errors.
 docs: $(STAMP)

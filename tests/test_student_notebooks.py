@@ -1,6 +1,6 @@
-"""`make student-notebooks` writes copies without solutions, and each copy runs top to
-bottom with the reader's placeholders, on meshes that do not list devices in
-`jax.devices()` order.
+"""`make student-notebooks` writes copies without solutions, quiz answers or badges that
+open the originals, with nbconvert alone; each copy runs top to bottom with the reader's
+placeholders, on meshes that do not list devices in `jax.devices()` order.
 
 One execution per notebook proves both: right after the device set-up cell, a cell is
 inserted that wraps `jax.make_mesh` so that every mesh lists its devices in a TPU
@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).parents[1]
 NOTEBOOKS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.ipynb"))
-STAMP = ".venv/.installed"  # the Makefile's venv stamp: never rebuilt from a test
+STUDENT_STAMP = ".venv-students/.installed"  # the Makefile's small venv: not built by a test
 TPU_V3_8_ORDER = [0, 1, 2, 3, 6, 7, 4, 5]
 PERMUTE_MESHES = f"""\
 # Inserted by tests/test_student_notebooks.py: meshes list devices in a TPU v3-8's order.
@@ -51,9 +51,9 @@ def student_copies(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "make",
             "-s",
             "-o",
-            STAMP,
+            STUDENT_STAMP,
             "student-notebooks",
-            f"PY={sys.executable}",
+            f"STUDENT_PY={sys.executable}",
             f"STUDENT_NOTEBOOKS={folder}",
         ],
         cwd=ROOT,
@@ -67,6 +67,64 @@ def student_copies(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _code(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code"
+
+
+OPENS_A_NOTEBOOK = re.compile(
+    r"colab\.research\.google\.com|kaggle\.com/kernels|mybinder\.org|"
+    r"github\.com/[^)\s]*/tutorials/[^)\s]*\.ipynb",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_student_copy_has_no_quiz_answers_and_no_link_to_the_originals(
+    notebook: Path, student_copies: Path
+) -> None:
+    original = nbformat.read(notebook, as_version=4)
+    copy = nbformat.read(student_copies / notebook.name, as_version=4)
+    answers = [c for c in original.cells if "<details>" in c.source]
+    assert answers, f"{notebook.name} has no quiz answer to hide"
+    assert OPENS_A_NOTEBOOK.search(original.cells[0].source), "no badge in the original"
+    for cell in copy.cells:
+        assert "<details" not in cell.source and "</details>" not in cell.source, cell.source
+        assert not OPENS_A_NOTEBOOK.search(cell.source), cell.source
+    quizzes = [c.source.split("<details>")[0].strip() for c in answers]
+    text = "\n".join(c.source for c in copy.cells)
+    assert all(question in text for question in quizzes), "a quiz question went missing"
+    assert text.count("The answer is left out of this copy") == sum(
+        c.source.count("<details>") for c in answers
+    )
+
+
+def test_the_student_copies_need_nbconvert_alone(tmp_path: Path) -> None:
+    """The script runs with JAX and numpy unimportable, and the target installs only
+    nbconvert and nbformat into its own venv."""
+    script = ROOT / "datarax" / "exercises" / "_students.py"
+    blocked = "import sys, runpy; sys.modules.update(jax=None, numpy=None, datarax=None); "
+    run = f"sys.argv = ['_students.py', {str(tmp_path)!r}, {str(NOTEBOOKS[0])!r}]; "
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            blocked + run + f"runpy.run_path({str(script)!r}, run_name='__main__')",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / NOTEBOOKS[0].name).exists()
+    planned = subprocess.run(
+        ["make", "-n", "-B", "student-notebooks", f"STUDENT_VENV={tmp_path / 'venv'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    installs = [line for line in planned.stdout.splitlines() if "pip install" in line]
+    assert installs and all(
+        line.endswith("install --quiet nbconvert nbformat") for line in installs
+    )
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
@@ -100,3 +158,38 @@ def test_student_copy_has_no_solutions_and_runs_on_permuted_meshes(
     for cell in checks:  # the placeholders were checked, and said so without raising
         printed = "".join(o.get("text", "") for o in cell.outputs)
         assert "Not yet: not answered yet" in printed, (notebook.name, cell.source, printed)
+
+
+# Until the notebooks bind each solution to its own name (issue 20), their solution
+# cells redefine the reader's function, so Run All prints "Right" under the reader's
+# "Not yet". Remove a notebook from this set once its solution cells are renamed.
+REBINDS_THE_READERS_FUNCTION = {notebook.stem for notebook in NOTEBOOKS}
+
+
+@pytest.mark.parametrize(
+    "notebook",
+    [
+        pytest.param(
+            notebook,
+            marks=pytest.mark.xfail(
+                notebook.stem in REBINDS_THE_READERS_FUNCTION,
+                reason="the solution cells still redefine the reader's function",
+            ),
+        )
+        for notebook in NOTEBOOKS
+    ],
+    ids=lambda p: p.stem,
+)
+def test_the_solution_is_bound_to_its_own_name(notebook: Path) -> None:
+    """A solution cell defines `<name>_solution`, never the reader's `<name>`."""
+    cells = nbformat.read(notebook, as_version=4).cells
+    readers = {
+        name
+        for cell in cells
+        if _code(cell) and "TODO" in cell.source
+        for name in re.findall(r"^def (\w+)\(", cell.source, re.MULTILINE)
+    }
+    for cell in cells:
+        if "solution" in cell.metadata.get("tags", []):
+            defined = set(re.findall(r"^def (\w+)\(", cell.source, re.MULTILINE))
+            assert not defined & readers, f"a solution cell redefines {defined & readers}"

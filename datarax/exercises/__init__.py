@@ -1,9 +1,14 @@
-"""Checkers for the tutorials' exercises.
+"""Checkers for the tutorials' exercises, and the tools to teach a class with them.
 
-Each exercise cell in the notebooks ends with ``check("NN.name", your_answer)``, which
-says what is right or wrong with the answer and gives a hint; it never stops the
-notebook. The checkers compute the right answer from JAX itself on the devices at
-hand, so they hold on 8 simulated CPU devices and on real chips alike.
+Each exercise cell in the notebooks ends with ``check("NN.name", your_function)``, which
+says what is right or wrong with the answer and gives a hint (the idea first, then the
+method); it never stops the notebook. The checkers compute the right answer from JAX
+itself on the devices at hand, so they hold on 8 simulated CPU devices and on real chips
+alike, and compare answers as plain values, never with the answer's own ``==``.
+
+For a class: ``make student-notebooks`` writes copies without solutions or quiz
+answers (``datarax/exercises/_students.py``), and ``python -m datarax.exercises.grade
+SUBMISSIONS --out grades.csv`` grades the submitted notebooks (`datarax.exercises.grade`).
 """
 
 from datarax.exercises import _nb01 as _nb01

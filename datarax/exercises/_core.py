@@ -1,112 +1,260 @@
 """The exercise form: a checker says what is right or wrong with the reader's answer.
 
-A checker is registered under a name (``"02.shard_shapes"``: notebook, then
-exercise) with `exercise`. `check(name, answer)` runs it and prints feedback: what is
-right, or the first thing that is wrong and a hint. It never raises because of the
-answer (an unanswered placeholder, an exception inside the answer), so a notebook runs
-top to bottom before the reader has written anything; it returns a `Feedback` whose
-truth value says whether the answer is right, so a solution cell can
-``assert check(...)``.
+A checker is registered under a name (``"02.memory"``: notebook, then exercise) with
+`exercise`, together with a hint in two steps: the *idea* and the *method*.
+`check(name, answer)` runs it and prints feedback. It never raises because of the
+answer, so a notebook runs top to bottom before the reader has written anything; it
+returns a `Feedback` whose truth value says whether the answer is right, so a solution
+cell can ``assert check(...)``. Who is answerable for what:
+
+- the placeholder (``...``, or a function returning it or raising NotImplementedError)
+  is "not answered yet", with the idea;
+- a function that returns None is asked whether it forgot ``return``;
+- an exception while the reader's function runs is reported as the reader's;
+- an answer of the wrong form (a string for a number, a generator, a list nested
+  10,000 deep) is turned down by `plain` and the functions built on it, within bounded
+  time and memory; answers are compared as plain values, never with their own ``==``;
+- a call to a library function the exercise asks to do without (`Ban`) is turned down;
+- any other exception is the checker's own bug, and says so.
+
+Hints come in two steps: the first time an answer is not yet right, the feedback ends
+with the idea; from the second such answer to the same exercise on (or with
+``hint=2``), it adds the method.
+
+Each result is also appended, as one JSON line ``{"exercise", "ok", "message"}``, to
+the file named by the environment variable ``DATARAX_GRADE_LOG`` when it is set (with
+``"checker_bug"`` too): that is how ``python -m datarax.exercises.grade`` learns a
+submission's results.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
-Checker = Callable[[Any], "Feedback"]
-_CHECKERS: dict[str, tuple[Checker, str]] = {}
+from datarax.exercises._feedback import (
+    AnswerRaised,
+    Feedback,
+    Forbidden,
+    MissingReturn,
+    NotAnswered,
+    Rejected,
+    right,
+    wrong,
+)
+from datarax.exercises._values import whole
 
-
-class NotAnswered(Exception):  # a signal that the placeholder is still there, not an error
-    """Raised inside a checker when the answer is still the placeholder."""
+Checker = Callable[[Any], Feedback]
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+GRADE_LOG = "DATARAX_GRADE_LOG"
 
 
 @dataclasses.dataclass(frozen=True)
-class Feedback:
-    """Whether an answer is right, and what to tell the reader."""
+class Exercise:
+    """A registered checker and its hint in two steps."""
 
-    ok: bool
-    message: str
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def __str__(self) -> str:
-        return ("Right: " if self.ok else "Not yet: ") + self.message
-
-    def _ipython_display_(self) -> None:
-        """Shows nothing: `check` has printed the feedback already."""
+    checker: Checker
+    idea: str
+    method: str
 
 
-def right(message: str) -> Feedback:
-    """The answer is right; `message` says what it got right."""
-    return Feedback(True, message)
+_CHECKERS: dict[str, Exercise] = {}
+_MISSES: dict[str, int] = {}  # exercise -> answers not yet right, for the hint's step
 
 
-def wrong(message: str) -> Feedback:
-    """The answer is wrong; `message` says what is wrong and hints at the way."""
-    return Feedback(False, message)
-
-
-def exercise(name: str, hint: str) -> Callable[[Checker], Checker]:
-    """Registers a checker under `name`, with the hint shown for an unanswered placeholder."""
+def exercise(name: str, *, idea: str, method: str) -> Callable[[Checker], Checker]:
+    """Registers a checker under `name`, with its hint: the `idea`, then the `method`."""
 
     def register(checker: Checker) -> Checker:
-        _CHECKERS[name] = (checker, hint)
+        _CHECKERS[name] = Exercise(checker, idea, method)
         return checker
 
     return register
 
 
-def answered(value: Any) -> Any:
-    """`value`, unless it is a placeholder (``...`` or None): then `NotAnswered`."""
-    if value is Ellipsis or value is None:
-        raise NotAnswered
-    return value
+@dataclasses.dataclass(frozen=True)
+class Ban:
+    """A library function that an exercise asks the reader to do without.
+
+    While the reader's function runs, ``owner.name`` is replaced by a stand-in that
+    raises `Forbidden`; ``name="__code__"`` replaces a function's code, which reaches
+    every reference to that function, however it was imported.
+    """
+
+    owner: Any
+    name: str
+    label: str
 
 
-def call(answer: Any, *args: Any, **kwargs: Any) -> Any:
-    """Calls the reader's function; a placeholder result or NotImplementedError means
-    "not answered yet"."""
-    if not callable(answer):
-        return answered(answer)
+_ANSWER_KEYS: list[Ban] = []  # the checkers' own answer functions, off limits in every call
+
+
+def answer_key(function: _Function) -> _Function:
+    """Marks a checker's function that computes right answers: no reader's function may
+    call it (calling the checker's own answer would pass any exercise)."""
+    _ANSWER_KEYS.append(Ban(function, "__code__", f"the checker's own {function.__name__}"))
+    return function
+
+
+def _stand_in(*args: Any, **kwargs: Any) -> Any:  # replaces a banned function's code
+    raise __import__("datarax.exercises._feedback", fromlist=["Forbidden"]).Forbidden("LABEL")
+
+
+def _stand_in_code(label: str) -> Any:
+    """`_stand_in`'s code, naming `label`: a function's code runs with its own module's
+    globals, so the stand-in reaches `Forbidden` through ``__import__``."""
+    code = _stand_in.__code__
+    return code.replace(co_consts=tuple(label if c == "LABEL" else c for c in code.co_consts))
+
+
+@contextlib.contextmanager
+def _banned(bans: Sequence[Ban]) -> Iterator[None]:
+    saved = []
+    for ban in bans:
+        own = ban.name == "__code__" or ban.name in vars(ban.owner)
+        saved.append((ban, own, getattr(ban.owner, ban.name)))
+
+        def refuse(*args: Any, _label: str = ban.label, **kwargs: Any) -> Any:
+            raise Forbidden(_label)
+
+        stand_in = _stand_in_code(ban.label) if ban.name == "__code__" else refuse
+        setattr(ban.owner, ban.name, stand_in)
     try:
-        return answered(answer(*args, **kwargs))
+        yield
+    finally:
+        for ban, own, original in reversed(saved):
+            if own:
+                setattr(ban.owner, ban.name, original)
+            else:
+                delattr(ban.owner, ban.name)
+
+
+def call(answer: Any, *args: Any, bans: Sequence[Ban] = (), **kwargs: Any) -> Any:
+    """Calls the reader's function `answer`, telling the reader's errors from the checker's.
+
+    Raises:
+        NotAnswered: the placeholder (``...`` returned, NotImplementedError raised).
+        MissingReturn: the function returned None.
+        AnswerRaised: the function raised.
+        Rejected: `answer` is not a function, or it called a banned function.
+
+    Example:
+        >>> call(lambda n: n + 1, 1)
+        2
+        >>> call(lambda n: None, 1)
+        Traceback (most recent call last):
+        datarax.exercises._feedback.MissingReturn
+    """
+    if answer is Ellipsis or answer is None:
+        raise NotAnswered
+    if not callable(answer):
+        raise Rejected(
+            wrong(
+                "pass your function itself, as in check(name, my_function), not what it "
+                f"returns; you passed {type(answer).__name__}."
+            )
+        )
+    try:
+        with _banned([*bans, *_ANSWER_KEYS]):
+            result = answer(*args, **kwargs)
     except NotImplementedError:
         raise NotAnswered from None
+    except Forbidden as error:
+        used = error.label or " or ".join(ban.label for ban in bans)
+        raise Rejected(
+            wrong(f"your function used {used}, which this exercise asks you to do without.")
+        ) from None
+    except Exception as error:
+        raise AnswerRaised(error) from error
+    if result is Ellipsis:
+        raise NotAnswered
+    if result is None:
+        raise MissingReturn
+    return result
 
 
-def check(name: str, answer: Any, *, quiet: bool = False) -> Feedback:
+def _hinted(message: str, step: int, entry: Exercise) -> str:
+    hint = f" Hint: {entry.idea}"
+    return message + hint + (f" Method: {entry.method}" if step >= 2 else "")
+
+
+def _judge(name: str, answer: Any, hint: int | None) -> Feedback:
+    entry = _CHECKERS[name]
+    try:
+        feedback = entry.checker(answer)
+    except NotAnswered:
+        return wrong(_hinted("not answered yet.", hint or 1, entry))
+    except MissingReturn:
+        feedback = wrong("your function returned None: did you forget `return`?")
+    except Rejected as rejected:
+        feedback = rejected.feedback
+    except AnswerRaised as raised:
+        feedback = wrong(f"your function raised {raised}.")
+    except Exception as error:  # not the reader's: the checker's own code failed
+        return Feedback(
+            False,
+            f"this is a bug in the checker of {name!r}, not in your answer; please report "
+            f"it: {type(error).__name__}: {error}",
+            checker_bug=True,
+        )
+    if feedback.ok:
+        return feedback
+    _MISSES[name] = _MISSES.get(name, 0) + 1
+    return wrong(_hinted(feedback.message, hint or _MISSES[name], entry))
+
+
+def _record(name: str, feedback: Feedback) -> None:
+    log = os.environ.get(GRADE_LOG)
+    if not log:
+        return
+    line = {
+        "exercise": name,
+        "ok": feedback.ok,
+        "checker_bug": feedback.checker_bug,
+        "message": str(feedback),
+    }
+    with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def check(name: str, answer: Any, *, quiet: bool = False, hint: int | None = None) -> Feedback:
     """Checks the reader's `answer` to exercise `name`, prints the feedback, returns it.
+
+    Args:
+        name: the exercise, as in the notebook (``"03.pad_for"``).
+        answer: the reader's function.
+        quiet: return the feedback without printing it.
+        hint: 1 to end a "not yet" with the idea only, 2 to add the method; by default
+            the first answer that is not yet right gets the idea, later ones the method.
 
     Example:
         >>> from datarax import exercises
         >>> bool(exercises.check("00.example", lambda n: n * 2, quiet=True))
         True
         >>> print(exercises.check("00.example", lambda n: ..., quiet=True))
-        Not yet: not answered yet. Hint: return n doubled.
+        Not yet: not answered yet. Hint: a number and its double.
+        >>> print(exercises.check("00.example", lambda n: None, quiet=True, hint=2))
+        Not yet: your function returned None: did you forget `return`?
+        Hint: a number and its double. Method: return n * 2.
     """
     if name not in _CHECKERS:
         raise ValueError(f"No exercise is called {name!r}; there are {sorted(_CHECKERS)}.")
-    checker, hint = _CHECKERS[name]
-    try:
-        feedback = checker(answer)
-    except NotAnswered:
-        feedback = wrong(f"not answered yet. Hint: {hint}")
-    except Exception as error:  # the reader's code raised: report it, don't stop the notebook
-        feedback = wrong(f"your answer raised {type(error).__name__}: {error}. Hint: {hint}")
+    feedback = _judge(name, answer, hint)
+    _record(name, feedback)
     if not quiet:
         print(feedback)
     return feedback
 
 
-@exercise("00.example", hint="return n doubled.")
+@exercise("00.example", idea="a number and its double.", method="return n * 2.")
 def _example(answer: Any) -> Feedback:
     """The smallest checker: it shows the shape every checker takes."""
     for n in (0, 3, -2):
-        got = call(answer, n)
+        got = whole(call(answer, n), f"your function's result for n={n}")
         if got != 2 * n:
-            return wrong(f"for n={n} your function returned {got!r}; expected {2 * n}.")
+            return wrong(f"for n={n} your function returned {got}; expected {2 * n}.")
     return right("it doubles every number tried.")

@@ -14,7 +14,9 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import answer_key, call, exercise
+from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
+from datarax.exercises._values import describe, number
 from datarax.sharding._ledger import pretend_hosts
 
 
@@ -56,6 +58,7 @@ def _cases() -> Iterator[tuple[str, Any, dict[int, int]]]:
             yield f"{where}, {hosts} hosts", array, pretend_hosts(hosts)
 
 
+@answer_key
 def held_fraction(array: Any, host_of: dict[int, int], host: int) -> float:
     """The fraction of `array`'s elements that the devices of `host` hold, each counted once."""
     held = np.zeros(array.shape, dtype=bool)
@@ -67,19 +70,19 @@ def held_fraction(array: Any, host_of: dict[int, int], host: int) -> float:
 
 @exercise(
     "01.host_fraction",
-    hint="every shard knows its device (shard.device) and which part of the array it holds "
-    "(shard.index, a tuple of slices that indexes a numpy array); count each element once.",
+    idea="a host holds an element when any of its devices holds a copy of it: count "
+    "elements, each once, not shards.",
+    method="every shard knows its device (shard.device) and which part of the array it holds "
+    "(shard.index, a tuple of slices that indexes a numpy array): mark the elements of "
+    "the host's shards in a boolean array of the array's shape, then take its mean.",
 )
 def _host_fraction(answer: Any) -> Feedback:
     tried = 0
     for description, array, host_of in _cases():
         for host in sorted(set(host_of.values())):
             expected = held_fraction(array, host_of, host)
-            got = call(answer, array, host_of, host)
-            try:
-                found = float(got)
-            except (TypeError, ValueError):
-                return wrong(f"return one number between 0 and 1; got {got!r}.")
+            got = call(answer, array, dict(host_of), host)
+            found = number(got, "host_fraction's result")
             if not np.isclose(found, expected):
                 shards = sum(host_of[d.id] == host for d in array.sharding.device_set)
                 return wrong(
@@ -97,8 +100,9 @@ def _host_fraction(answer: Any) -> Feedback:
 
 @exercise(
     "01.explicit_matmul",
-    hint="run jnp.dot(x, w) and read its error to the end: it names the parameter that "
-    "says how the result should be split.",
+    idea="run jnp.dot(x, w) alone and read its error to the end.",
+    method="the error names the parameter of jnp.dot that says how the result should be "
+    "split; pass it the NamedSharding you want for the product.",
 )
 def _explicit_matmul(answer: Any) -> Feedback:
     devices = jax.devices()
@@ -111,17 +115,16 @@ def _explicit_matmul(answer: Any) -> Feedback:
         w = jax.device_put(w_host, NamedSharding(mesh, PartitionSpec("model", None)))
         try:
             result = call(answer, x, w, mesh)
-        except Exception as error:  # JAX's ShardingTypeError has no public name
-            if type(error).__name__ != "ShardingTypeError":
+        except AnswerRaised as raised:  # JAX's ShardingTypeError has no public name
+            if type(raised.error).__name__ != "ShardingTypeError":
                 raise
             return wrong(
                 "the Explicit mesh refused the product while tracing: "
-                f"{str(error).splitlines()[0]} Both inputs split the contracted dimension "
-                "over 'model', so JAX will not guess how to split the result."
+                f"{str(raised.error).splitlines()[0]} Both inputs split the contracted "
+                "dimension over 'model', so JAX will not guess how to split the result."
             )
-        if not hasattr(result, "sharding") or np.shape(result) != (rows, 3):
-            kind = type(result).__name__
-            return wrong(f"return the product x @ w; got a {kind} of shape {np.shape(result)}.")
+        if not isinstance(result, jax.Array) or result.shape != (rows, 3):
+            return wrong(f"return the product x @ w, a jax array; got {describe(result)}.")
         if not np.allclose(np.asarray(result), x_host @ w_host, rtol=1e-5, atol=1e-5):
             return wrong("the product's values are wrong; compute x @ w (jnp.dot).")
         wanted = NamedSharding(mesh, PartitionSpec("data", None))

@@ -16,8 +16,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import Ban, answer_key, call, exercise
+from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
+from datarax.exercises._values import items, plain, reject, shown, whole
 
 
 def _meshes() -> Iterator[tuple[str, Mesh]]:
@@ -60,10 +62,22 @@ def _memory_cases() -> Iterator[tuple[str, tuple[int, ...], Any, Mesh, Partition
                 yield where, shape, np.dtype(dtype), mesh, spec
 
 
+# Placing nothing: the shard shapes and placements JAX would compute are off limits.
+_NO_PLACING = (
+    Ban(jax, "device_put", "jax.device_put"),
+    Ban(NamedSharding, "shard_shape", "NamedSharding.shard_shape"),
+    Ban(NamedSharding, "devices_indices_map", "NamedSharding.devices_indices_map"),
+)
+
+
 @exercise(
     "02.memory",
-    hint="a dimension is divided by the sizes of the mesh axes its spec entry names (a "
-    "tuple names several). What do the mesh axes that no entry names do?",
+    idea="each dimension is divided by the sizes of the mesh axes its spec entry names; "
+    "what do the mesh axes that no entry names do?",
+    method="walk the spec's entries with the shape (a tuple entry names several axes, None "
+    "none), divide each dimension by the product of mesh.shape[axis] over its axes, "
+    "multiply by dtype.itemsize; the axes named nowhere each multiply the copies; the "
+    "total is bytes per device x mesh.size.",
 )
 def _memory(answer: Any) -> Feedback:
     tried = 0
@@ -72,14 +86,10 @@ def _memory(answer: Any) -> Feedback:
         per_device = math.prod(sharding.shard_shape(shape)) * dtype.itemsize
         copies = mesh.size * per_device // (math.prod(shape) * dtype.itemsize)
         expected = (per_device, copies, per_device * mesh.size)
-        got = call(answer, shape, dtype, mesh, spec)
-        shape_hint = f"return three whole numbers (bytes per device, copies, total); got {got!r}."
-        try:
-            found = tuple(int(part) for part in got)
-        except (TypeError, ValueError):
-            return wrong(shape_hint)
-        if len(found) != 3:
-            return wrong(shape_hint)
+        got = call(answer, shape, dtype, mesh, spec, bans=_NO_PLACING)
+        three = "three whole numbers (bytes per device, copies, total)"
+        parts = items(got, "memory's result", three, 3)
+        found = [whole(part, "each of memory's numbers") for part in parts]
         case = f"a {shape} {dtype.name} array with {spec_text(spec)} on {where}"
         for name, mine, right_value in zip(
             ("bytes per device", "copies", "total bytes"), found, expected, strict=True
@@ -87,7 +97,7 @@ def _memory(answer: Any) -> Feedback:
             if mine != right_value:
                 return wrong(
                     f"for {case}, {name} is {right_value:,}, but your function returned "
-                    f"{mine:,}. Each device holds a block of shape "
+                    f"{shown(mine)}. Each device holds a block of shape "
                     f"{sharding.shard_shape(shape)}."
                 )
         tried += 1
@@ -105,6 +115,25 @@ def _holder_cases() -> Iterator[tuple[str, Mesh, PartitionSpec, tuple[int, int],
                     yield where, mesh, spec, shape, index
 
 
+_NO_INDICES_MAP = (Ban(NamedSharding, "devices_indices_map", "devices_indices_map"),)
+
+
+def _ids(value: Any) -> set[int]:
+    """Device ids from a set (or list) of ids or of devices."""
+    expected = "a set of device ids"
+    kinds: tuple[Any, ...] = (set, frozenset, list, tuple)
+    kind = next((kind for kind in kinds if isinstance(value, kind)), None)
+    if kind is not None and kind.__len__(value) <= 4096:  # read through the built-in type
+        value = [d.id if isinstance(d, jax.Device) else d for d in kind.__iter__(value)]
+    ids = plain(value, "devices_holding's result", expected)
+    if isinstance(ids, np.ndarray) and ids.ndim == 1:
+        ids = list(ids)
+    if not isinstance(ids, (set, list, tuple)):
+        raise reject("devices_holding's result", ids, expected)
+    return {whole(each, "each device id") for each in ids}
+
+
+@answer_key
 def holders(mesh: Mesh, spec: PartitionSpec, shape: tuple[int, ...], index: Any) -> set[int]:
     """The ids of the devices that hold element `index` of an array of `shape`."""
     placed = NamedSharding(mesh, spec).devices_indices_map(shape)
@@ -121,19 +150,19 @@ def holders(mesh: Mesh, spec: PartitionSpec, shape: tuple[int, ...], index: Any)
 
 @exercise(
     "02.devices_holding",
-    hint="find each dimension's block number (index // block size); a mesh axis the spec "
-    "names sits at that block's coordinate, one it leaves out at every coordinate. Read the "
-    "ids from mesh.devices.",
+    idea="find which block of each dimension the element falls in, then which mesh "
+    "coordinates hold that block.",
+    method="a dimension's block number is index // block size; a mesh axis the spec names "
+    "sits at that block's coordinate (the last axis of a tuple varies fastest), an axis it "
+    "leaves out at every coordinate. Index mesh.devices with those coordinates and read "
+    "the ids.",
 )
 def _devices_holding(answer: Any) -> Feedback:
     tried = 0
     for where, mesh, spec, shape, index in _holder_cases():
         expected = holders(mesh, spec, shape, index)
-        got = call(answer, mesh, spec, shape, index)
-        try:
-            found = {int(getattr(d, "id", d)) for d in got}
-        except (TypeError, ValueError):
-            return wrong(f"return a set of device ids; got {got!r}.")
+        got = call(answer, mesh, spec, shape, index, bans=_NO_INDICES_MAP)
+        found = _ids(got)
         if found != expected:
             layout = np.vectorize(lambda d: d.id)(mesh.devices).tolist()
             return wrong(

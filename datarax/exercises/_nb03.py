@@ -11,23 +11,31 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import call, exercise
+from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
+from datarax.exercises._values import array, items, reject
 from datarax.sharding._padding import pad_to_multiple
 
 
 def _rows() -> NamedSharding:
-    devices = jax.devices()
-    return NamedSharding(jax.make_mesh((len(devices),), ("data",)), PartitionSpec("data"))
+    """Rows over every device, on an Auto mesh: the gradient of an answer that ignores its
+    inputs then needs no mesh context."""
+    made = jax.make_mesh((len(jax.devices()),), ("data",))
+    mesh = Mesh(made.devices, made.axis_names, axis_types=(AxisType.Auto,))
+    return NamedSharding(mesh, PartitionSpec("data"))
 
 
 @exercise(
     "03.mean_log",
-    hint="divide by the number of real rows, and take the gradient too: a where that masks "
-    "log's result after the fact does not stop log(0) from poisoning it.",
+    idea="divide by the number of real rows, and mind the gradient: masking log's result "
+    "after the fact does not stop log(0) from poisoning it.",
+    method="first replace the padding values by a harmless one (jnp.where(mask, values, 1.0)),"
+    " take the log of that, mask the logs, sum, and divide by jnp.sum(mask).",
 )
 def _mean_log(answer: Any) -> Feedback:
     count = len(jax.devices())
@@ -39,7 +47,11 @@ def _mean_log(answer: Any) -> Feedback:
     expected = float(np.mean(np.log(values)))
 
     def traced(values: Any, mask: Any) -> Any:  # one compile for the value and gradient
-        return call(answer, values, mask)
+        result = call(answer, values, mask)
+        scalar = isinstance(result, (jax.Array, float, np.floating)) and np.shape(result) == ()
+        if not scalar or not jnp.issubdtype(jnp.result_type(result), jnp.floating):
+            raise reject("mean_log's result", result, "one floating-point number (a jnp scalar)")
+        return result
 
     got, gradient = jax.jit(jax.value_and_grad(traced))(padded, mask)
     gradient = np.asarray(gradient)
@@ -90,8 +102,10 @@ def _pad_cases() -> list[tuple[str, Mesh, PartitionSpec]]:
 
 @exercise(
     "03.pad_for",
-    hint="only the mesh axes that split dimension 0 matter: spec[0] names none, one or a "
-    "tuple of them, and mesh.shape gives their sizes.",
+    idea="only the mesh axes that split the rows (dimension 0) matter.",
+    method="spec[0] names none, one or a tuple of mesh axes (a spec may also be empty); "
+    "the multiple is the product of mesh.shape[axis] over them, 1 for none: "
+    "pad_to_multiple(batch, that product).",
 )
 def _pad_for(answer: Any) -> Feedback:
     count = len(jax.devices())
@@ -103,24 +117,35 @@ def _pad_for(answer: Any) -> Feedback:
         sharding = NamedSharding(mesh, spec)
         blocks = _row_blocks(sharding)
         needed = -(-rows // blocks) * blocks
-        got = call(answer, batch, mesh, spec)
+        got = call(answer, {key: leaf.copy() for key, leaf in batch.items()}, mesh, spec)
         case = f"{rows} rows with {spec_text(spec)} on {where}"
-        try:
-            padded, mask = got
-            padded_rows = {int(np.shape(leaf)[0]) for leaf in jax.tree.leaves(padded)}
-        except (TypeError, ValueError, IndexError):
-            return wrong(f"return (padded_batch, mask) as pad_to_multiple does; got {got!r}.")
+        padded, mask = _padded(got, batch)
+        padded_rows = {len(leaf) for leaf in padded.values()}
         if padded_rows != {needed}:
             return wrong(
                 f"for {case}, the rows are split into {blocks} blocks, so {needed} rows "
                 f"suffice; your batch has {sorted(padded_rows)} rows."
             )
-        if np.asarray(mask).tolist() != [True] * rows + [False] * (needed - rows):
+        if mask.tolist() != [True] * rows + [False] * (needed - rows):
             return wrong(f"for {case}, the mask must be True for the {rows} real rows only.")
-        if not np.array_equal(np.asarray(padded["x"])[:rows], batch["x"]):
+        if not np.array_equal(padded["x"][:rows], batch["x"]):
             return wrong(f"for {case}, the real rows must come first, unchanged.")
         jax.device_put(padded, sharding)  # places, or the checker itself is wrong
     return right("every batch places with the least padding, on 1D and 2D meshes.")
+
+
+def _padded(got: Any, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Any]:
+    """(padded batch, mask) read from pad_for's result, leaves shaped like the batch's."""
+    expected = "(padded_batch, mask), as pad_to_multiple returns"
+    padded, mask = items(got, "pad_for's result", expected, length=2)
+    if not isinstance(padded, dict) or set(padded) != set(batch):
+        raise reject("pad_for's padded batch", padded, f"a dict with the keys {sorted(batch)}")
+    for key, leaf in batch.items():
+        if not isinstance(padded[key], np.ndarray) or padded[key].shape[1:] != leaf.shape[1:]:
+            shape = ("?", *leaf.shape[1:])
+            raise reject(f"padded batch[{key!r}]", padded[key], f"an array of shape {shape}")
+    mask = array(mask, "pad_for's mask", "an array of booleans, one per row")
+    return padded, mask
 
 
 def _row_blocks(sharding: NamedSharding) -> int:

@@ -15,6 +15,7 @@ answers come from JAX's placement (``devices_indices_map``, through `RowLedger`)
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -23,8 +24,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import Ban, call, exercise
+from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
 from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
+from datarax.exercises._values import items, plain, reject, shown, whole
 from datarax.sharding import RowLedger, pretend_hosts, shard_bounds
 
 
@@ -72,12 +75,11 @@ def _describe(name: str, sharding: NamedSharding) -> str:
 
 @exercise(
     "04.batch_sizes",
-    hint=(
-        "per device: divide the global batch by the sizes of the mesh axes named in the "
-        "spec's first entry (sharding.shard_shape((global_batch,)) says the same). Per "
-        "host: sharding.devices_indices_map((global_batch,)) gives each device's rows; a "
-        "host reads the union of its devices' rows (host_of[device.id] == host)."
-    ),
+    idea="a device holds the global batch divided by the mesh axes that split the rows; a "
+    "host reads the union of its devices' rows, each row once.",
+    method="per device: sharding.shard_shape((global_batch,))[0]. Per host: "
+    "sharding.devices_indices_map((global_batch,)) gives each device's rows (a slice); "
+    "collect the rows of the devices with host_of[device.id] == host in a set per host.",
 )
 def _batch_sizes(answer: Any) -> Feedback:
     cases = layouts()
@@ -85,24 +87,24 @@ def _batch_sizes(answer: Any) -> Feedback:
         global_batch = 4 * len(sharding.device_set)
         ledger = RowLedger(sharding, global_batch, host_of=host_of)
         got = call(answer, sharding, global_batch, dict(host_of))
-        if not isinstance(got, tuple) or len(got) != 2 or not isinstance(got[0], dict):
-            return wrong(
-                "batch_sizes should return a pair (per_host, per_device): a dict "
-                f"{{host: rows}} and an int; got {got!r:.80}."
-            )
-        per_host, per_device = got
+        pair = "a pair (per_host, per_device): a dict {host: rows} and a whole number"
+        per_host, per_device = items(got, "batch_sizes's result", pair, length=2)
+        if not isinstance(per_host, dict):
+            raise reject("batch_sizes's per_host", per_host, "a dict {host: rows}")
+        per_device = whole(per_device, "batch_sizes's per_device")
+        per_host = {whole(k, "a host"): whole(v, "a host's rows") for k, v in per_host.items()}
         expected_device = sharding.shard_shape((global_batch,))[0]
         if per_device != expected_device:
             return wrong(
                 f"with {_describe(name, sharding)} and B = {global_batch}, every device holds "
-                f"{expected_device} rows; you said {per_device!r}. Only the mesh axes the "
+                f"{expected_device} rows; you said {shown(per_device)}. Only the mesh axes the "
                 "spec names for the batch dimension split it; the others make copies."
             )
         expected_host = {host: ledger.row_count(host) for host in ledger.hosts}
-        if {int(k): v for k, v in per_host.items()} != expected_host:
+        if per_host != expected_host:
             return wrong(
                 f"with {_describe(name, sharding)} and B = {global_batch}, the hosts read "
-                f"{expected_host} rows; you said {per_host!r:.80}. A host reads every row "
+                f"{expected_host} rows; you said {shown(per_host)}. A host reads every row "
                 "its devices hold, each row once, even when two of its devices hold the "
                 "same rows."
             )
@@ -114,11 +116,12 @@ def _batch_sizes(answer: Any) -> Feedback:
 
 @exercise(
     "04.host_bounds",
-    hint=(
-        "with divmod(num_rows, process_count) = (per_host, remainder), host i starts at "
-        "i * per_host; without drop_remainder, the first `remainder` hosts each take one "
-        "row more, which shifts every later host's start by min(i, remainder)."
-    ),
+    idea="every host gets num_rows // process_count rows; the remainder is either dropped "
+    "or handed out one row each to the first hosts.",
+    method="with divmod(num_rows, process_count) = (per_host, remainder), host i starts at "
+    "i * per_host; without drop_remainder the first `remainder` hosts each take one row "
+    "more, which shifts host i's start by min(i, remainder) and its stop by "
+    "min(i + 1, remainder).",
 )
 def _host_bounds(answer: Any) -> Feedback:
     checked = 0
@@ -127,15 +130,20 @@ def _host_bounds(answer: Any) -> Feedback:
             for drop in (True, False):
                 for index in range(count):
                     expected = shard_bounds(num_rows, index, count, drop_remainder=drop)
-                    got = call(answer, num_rows, index, count, drop)
-                    if tuple(np.asarray(got).tolist()) != expected:
+                    got = call(answer, num_rows, index, count, drop, bans=_NO_SHARD_BOUNDS)
+                    bounds = items(got, "host_bounds's result", "a pair (start, stop)", 2)
+                    found = tuple(whole(bound, "start and stop") for bound in bounds)
+                    if found != expected:
                         return wrong(
                             f"for {num_rows} rows on {count} hosts with drop_remainder={drop}, "
                             f"host {index} reads rows [{expected[0]}, {expected[1]}); your "
-                            f"function says {got!r}."
+                            f"function says {shown(found)}."
                         )
                     checked += 1
     return right(f"all {checked} cases (0-40 rows, 1-5 hosts, both drop_remainder) agree.")
+
+
+_NO_SHARD_BOUNDS = (Ban(shard_bounds, "__code__", "shard_bounds"),)
 
 
 def _blocks(sharding: NamedSharding, host_of: dict[int, int], host: int) -> tuple[int, int]:
@@ -149,12 +157,12 @@ def _blocks(sharding: NamedSharding, host_of: dict[int, int], host: int) -> tupl
 
 @exercise(
     "04.global_rows",
-    hint=(
-        "count the row blocks: devices_indices_map gives every device's rows; the batch "
-        "has as many blocks as distinct slices, and the host's rows split evenly over the "
-        "distinct blocks its devices hold. When they do not split evenly, raise a "
-        "ValueError."
-    ),
+    idea="a host's rows are some of the batch's row blocks; all hosts together cover every "
+    "block. How many blocks are there, and how many does this host hold?",
+    method="place a probe batch (len(sharding.device_set) rows): the distinct slices of "
+    "devices_indices_map are the blocks, those of the host's devices are its blocks. "
+    "local_rows / (host's blocks) rows per block, times all blocks; raise a ValueError "
+    "when local_rows does not split evenly.",
 )
 def _global_rows(answer: Any) -> Feedback:
     cases = layouts()
@@ -164,8 +172,13 @@ def _global_rows(answer: Any) -> Feedback:
             for local_rows in (held, 3 * held, 4 * held + 1, 7):
                 expected = "ValueError" if local_rows % held else local_rows // held * total
                 try:
-                    got = call(answer, sharding, dict(host_of), host, local_rows)
-                except ValueError:
+                    got: Any = whole(
+                        call(answer, sharding, dict(host_of), host, local_rows),
+                        "global_rows's result",
+                    )
+                except AnswerRaised as raised:
+                    if not isinstance(raised.error, ValueError):
+                        raise
                     got = "ValueError"
                 if got != expected:
                     what = (
@@ -176,7 +189,7 @@ def _global_rows(answer: Any) -> Feedback:
                     return wrong(
                         f"with {_describe(name, sharding)}, {local_rows} rows on host {host} "
                         f"{what} {held} of {total} row blocks its devices hold; your "
-                        f"function says {got!r}."
+                        f"function says {shown(got)}."
                     )
     return right(f"every host's row count gives the right global batch on {len(cases)} meshes.")
 
@@ -233,18 +246,23 @@ def _broken(results: list[_Result]) -> list[tuple[str, list[_Result]]]:
     ]
 
 
-def _verdict(value: Any) -> Any:
-    """True or False for a bool (numpy's included); anything else unchanged."""
-    return bool(value) if isinstance(value, (bool, np.bool_)) else value
+def _verdict(value: Any) -> bool:
+    """The reader's True or False (numpy's included)."""
+    verdict = plain(value, "cluster_ok's result", "True or False")
+    if isinstance(verdict, np.ndarray) and verdict.shape == () and verdict.dtype == bool:
+        verdict = bool(verdict)
+    if not isinstance(verdict, bool):
+        raise reject("cluster_ok's result", verdict, "True or False")
+    return verdict
 
 
 @exercise(
     "04.cluster_ok",
-    hint=(
-        "check that there is one result per process (indices 0 .. count - 1, each once), "
-        "that every process built the same global shape with num_rows rows and the same "
-        "sum, and that the processes' rows together are every row exactly once."
-    ),
+    idea="a healthy cluster has every process exactly once, and every process agrees on "
+    "the global batch, whose rows the processes hold between them, each row once.",
+    method="check that the process indices are 0 .. count - 1, each once; that every "
+    "process built the same global shape with num_rows rows and the same sum; and that "
+    "the processes' rows together, sorted, are range(num_rows).",
 )
 def _cluster_ok(answer: Any) -> Feedback:
     for count in (2, 4):
@@ -252,7 +270,7 @@ def _cluster_ok(answer: Any) -> Feedback:
             continue
         for permuted in (False, True):
             good = _cluster(16, count, permuted)
-            verdict = _verdict(call(answer, good, 16))
+            verdict = _verdict(call(answer, copy.deepcopy(good), 16))
             if verdict is not True:
                 order = "a mesh out of device order" if permuted else "a data mesh"
                 return wrong(
@@ -260,7 +278,7 @@ def _cluster_ok(answer: Any) -> Feedback:
                     f"were judged {verdict!r}; they should give True."
                 )
             for problem, results in _broken(good):
-                verdict = _verdict(call(answer, results, 16))
+                verdict = _verdict(call(answer, copy.deepcopy(results), 16))
                 if verdict is not False:
                     return wrong(
                         f"{problem}, but your function returned {verdict!r} for a "

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import call, exercise
+from datarax.exercises._feedback import Feedback, right, wrong
+from datarax.exercises._values import array
 from datarax.pipeline import Pipeline
 from datarax.sharding import JaxProcessSharder
 
@@ -40,11 +42,11 @@ def _read_by_host(num_rows: int, batch_size: int, hosts: int, host: int, seed: i
 
 @exercise(
     "05.rows_of_host",
-    hint=(
-        "the global order of the epoch is pipeline.epoch_order(epoch); global batch k is "
-        "its rows [k * B, (k + 1) * B) for B = pipeline.batch_size and k < len(pipeline); "
-        "the host keeps its shard_bounds(B, host, num_hosts) part of every global batch."
-    ),
+    idea="every host computes the same global order of the epoch, and keeps its own part "
+    "of each global batch.",
+    method="the global order is pipeline.epoch_order(epoch); global batch k is its rows "
+    "[k * B, (k + 1) * B) for B = pipeline.batch_size and k < len(pipeline); the host "
+    "keeps positions shard_bounds(B, host, num_hosts) of every global batch.",
 )
 def _rows_of_host(answer: Any) -> Feedback:
     for num_rows, batch_size, hosts, seed in _CASES:
@@ -57,7 +59,9 @@ def _rows_of_host(answer: Any) -> Feedback:
                     rngs=nnx.Rngs(seed),
                     shuffle=True,
                 )
-                got = np.sort(np.asarray(call(answer, pipeline, epoch, host, hosts)).ravel())
+                got = call(answer, pipeline, epoch, host, hosts)
+                rows = array(got, "rows_of_host's result", "an array of row numbers", True)
+                got = np.sort(rows.ravel())
                 if np.array_equal(got, expected[epoch]):
                     continue
                 setting = f"a {num_rows}-row source, global batches of {batch_size}, {hosts} hosts"

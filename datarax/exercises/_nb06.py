@@ -16,7 +16,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, Sharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import answer_key, call, exercise
+from datarax.exercises._feedback import Feedback, right, wrong
+from datarax.exercises._values import number
 
 
 def _params() -> dict[str, Any]:
@@ -44,6 +46,7 @@ def _shardings() -> list[tuple[str, Sharding]]:
     return cases
 
 
+@answer_key
 def expected_bytes(params: Any, batch_sharding: Sharding) -> float:
     """What a ring all-reduce of the gradients sends per device: 2 (N - 1) / N x payload."""
     payload = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(params))
@@ -54,12 +57,12 @@ def expected_bytes(params: Any, batch_sharding: Sharding) -> float:
 
 @exercise(
     "06.allreduce_bytes",
-    hint=(
-        "the payload is the gradient: one value per parameter, in the parameter's dtype "
-        "(sum leaf.size * leaf.dtype.itemsize). N is the number of devices that hold "
-        "different rows of the batch: B / (rows per device), e.g. from "
-        "batch_sharding.shard_shape. A ring all-reduce sends 2 (N - 1) / N x payload."
-    ),
+    idea="the payload is the whole gradient, one value per parameter in its dtype; the "
+    "group that averages is the devices that hold different rows of the batch.",
+    method="payload = sum(leaf.size * leaf.dtype.itemsize for leaf in "
+    "jax.tree.leaves(params)); N = B / (rows per device), e.g. with "
+    "batch_sharding.shard_shape on a probe batch of len(device_set) rows; a ring "
+    "all-reduce sends 2 (N - 1) / N x payload per device.",
 )
 def _allreduce_bytes(answer: Any) -> Feedback:
     params = _params()
@@ -67,8 +70,8 @@ def _allreduce_bytes(answer: Any) -> Feedback:
     cases = _shardings()
     for name, sharding in cases:
         expected = expected_bytes(params, sharding)
-        got = call(answer, params, sharding)
-        if not isinstance(got, (int, float, np.number)) or not np.isclose(got, expected):
+        got = number(call(answer, params, sharding), "allreduce_bytes's result")
+        if not np.isclose(got, expected):
             probe = len(sharding.device_set)
             group = probe // sharding.shard_shape((probe,))[0]
             who = (
@@ -79,7 +82,7 @@ def _allreduce_bytes(answer: Any) -> Feedback:
             return wrong(
                 f"with {name} ({len(sharding.device_set)} device(s)), {who}; the payload is "
                 f"{payload} bytes, so each device sends {expected:.1f} bytes per step. Your "
-                f"function returned {got!r}."
+                f"function returned {got:g}."
             )
     return right(
         f"the bytes per device match a ring all-reduce on {len(cases)} shardings (one "

@@ -18,8 +18,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import Ban, call, exercise
+from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
+from datarax.exercises._values import array, items, reject
 from datarax.sharding import RowLedger, pretend_hosts
 
 NUM_ROWS = 16
@@ -76,29 +78,32 @@ def layouts() -> list[Layout]:
     ]
 
 
-def _as_rows(value: Any, what: str) -> np.ndarray | Feedback:
-    rows = np.asarray(value)
-    if rows.ndim != 1 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
-        return wrong(f"{what} should be a 1-D array (or list) of row numbers, got {value!r:.80}.")
+def _as_rows(value: Any, what: str) -> np.ndarray:
+    expected = "a 1-D array (or list) of row numbers"
+    rows = array(value, what, expected, integer=True)
+    if rows.ndim != 1:
+        raise reject(what, rows, expected)
     return rows
+
+
+_NO_LEDGER = (Ban(RowLedger, "__init__", "RowLedger"),)
 
 
 @exercise(
     "08.host_rows",
-    hint=(
-        "sharding.devices_indices_map((num_rows,)) says which rows every device holds; "
-        "which of those devices belong to `host`?"
-    ),
+    idea="the sharding itself says which rows every device holds; keep those of the "
+    "host's devices.",
+    method="sharding.devices_indices_map((num_rows,)) maps each device to a slice of rows; "
+    "for the devices with host_of[device.id] == host, collect range(*slice.indices("
+    "num_rows)) in a set and return it sorted.",
 )
 def _host_rows(answer: Any) -> Feedback:
     checked = 0
     for name, sharding, host_of in layouts():
         ledger = RowLedger(sharding, NUM_ROWS, host_of=host_of)
         for host in ledger.hosts:
-            got = call(answer, sharding, NUM_ROWS, dict(host_of), host)
+            got = call(answer, sharding, NUM_ROWS, dict(host_of), host, bans=_NO_LEDGER)
             rows = _as_rows(got, f"host_rows(..., host={host})")
-            if isinstance(rows, Feedback):
-                return rows
             expected = ledger.rows_of_host(host)
             if np.array_equal(np.sort(rows), expected) and not np.array_equal(rows, expected):
                 return wrong(
@@ -126,10 +131,11 @@ def _host_rows(answer: Any) -> Feedback:
 
 @exercise(
     "08.device_blocks",
-    hint=(
-        "a device's global rows are not positions in host_data once the host's rows "
-        "start past 0; host_rows tells where each global row sits."
-    ),
+    idea="a device's global rows are not positions in host_data once the host's rows "
+    "start past 0: host_rows tells where each global row sits.",
+    method="for each device, its global rows are np.arange(num_rows)[index[0]] with "
+    "index = sharding.devices_indices_map((num_rows, ...))[device]; their positions in "
+    "host_data are np.searchsorted(host_rows, rows); the block is host_data[positions].",
 )
 def _device_blocks(answer: Any) -> Feedback:
     data = np.arange(NUM_ROWS * 2, dtype=np.float32).reshape(NUM_ROWS, 2)
@@ -141,24 +147,26 @@ def _device_blocks(answer: Any) -> Feedback:
             devices = list(ledger.devices_of_host(host))
             host_data = data[host_rows]
             host_data.flags.writeable = False
-            got = call(answer, host_data, host_rows, sharding, NUM_ROWS, devices)
-            if not isinstance(got, (list, tuple)) or len(got) != len(devices):
-                return wrong(
-                    f"device_blocks should return a list with one array per device of "
-                    f"host_devices ({len(devices)} here), got {got!r:.80}."
-                )
-            for device, block in zip(devices, got, strict=True):
+            got = call(answer, host_data, host_rows.copy(), sharding, NUM_ROWS, devices)
+            blocks = items(
+                got,
+                "device_blocks's result",
+                f"a list with one array per device of host_devices ({len(devices)} here)",
+                len(devices),
+            )
+            for device, block in zip(devices, blocks, strict=True):
                 rows = ledger.rows_of_device(device)
                 expected = data[rows.start : rows.stop]
-                if np.shape(block) != expected.shape or not np.array_equal(block, expected):
+                block = array(block, "each block", "an array of rows of host_data")
+                if block.shape != expected.shape or not np.array_equal(block, expected):
                     return wrong(
                         f"with the mesh '{name}', device {device.id} of host {host} holds "
                         f"global rows {_spans(rows)}, which sit at positions "
                         f"{_spans(np.searchsorted(host_rows, list(rows)))} of host_data; "
-                        f"your block has shape {np.shape(block)} and starts with "
-                        f"{np.asarray(block).ravel()[:4].tolist()}."
+                        f"your block has shape {block.shape} and starts with "
+                        f"{block.ravel()[:4].tolist()}."
                     )
-                placed[device] = np.asarray(block)
+                placed[device] = block.astype(expected.dtype)
         shape = (NUM_ROWS, 2)
         arrays = [jax.device_put(placed[d], d) for d in sharding.addressable_devices]
         built = jax.make_array_from_single_device_arrays(shape, sharding, arrays)

@@ -20,7 +20,9 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import call, exercise
+from datarax.exercises._feedback import Feedback, right, wrong
+from datarax.exercises._values import array, items, shown, whole
 from datarax.pipeline import Pipeline
 from datarax.sharding import RowLedger, pretend_hosts
 
@@ -61,10 +63,11 @@ def _pipeline() -> Pipeline:
 
 @exercise(
     "09.rows_to_read",
-    hint=(
-        "the state says which epoch and which batch come next; the ledger says which "
-        "positions of that global batch are this host's."
-    ),
+    idea="the state says which epoch and which batch come next; the ledger says which "
+    "positions of that global batch are this host's.",
+    method="the next global batch is epoch_order(state['epoch'])[start : start + size] "
+    "with size = state['batch_size'] and start = state['batch_index'] * size; the host "
+    "reads its positions of it, ledger.rows_of_host(host).",
 )
 def _rows_to_read(answer: Any) -> Feedback:
     pipeline = _pipeline()
@@ -83,7 +86,7 @@ def _rows_to_read(answer: Any) -> Feedback:
                 pieces = {}
                 for host in ledger.hosts:
                     got = call(answer, dict(state), pipeline.epoch_order, ledger, host)
-                    rows = np.asarray(got)
+                    rows = array(got, "rows_to_read's result", "an array of source rows", True)
                     expected = global_rows[ledger.rows_of_host(host)]
                     if rows.shape != expected.shape or not np.array_equal(rows, expected):
                         where = f"epoch {state['epoch']}, batch {state['batch_index']}"
@@ -108,10 +111,10 @@ PER_HOST_BATCH = 8
 
 @exercise(
     "09.epoch_plan",
-    hint=(
-        "how many full batches does each host have on its own, and where does "
-        "uneven_hosts='stop' make every host stop?"
-    ),
+    idea="how many full batches does each host have on its own, and where does "
+    "uneven_hosts='stop' make every host stop?",
+    method="each host has rows // per_host_batch full batches; every host runs the "
+    "smallest of those counts, and leaves rows - batches * per_host_batch rows unread.",
 )
 def _epoch_plan(answer: Any) -> Feedback:
     for rows_per_host in CASES:
@@ -122,20 +125,21 @@ def _epoch_plan(answer: Any) -> Feedback:
         steps = min(counts)
         unread = [rows - steps * PER_HOST_BATCH for rows in rows_per_host]
         got = call(answer, list(rows_per_host), PER_HOST_BATCH)
-        if not isinstance(got, tuple) or len(got) != 2:
-            return wrong(f"epoch_plan should return (batches, unread), got {got!r:.80}.")
-        got_steps, got_unread = got
+        pair = items(got, "epoch_plan's result", "a pair (batches, unread)", length=2)
+        got_steps = whole(pair[0], "epoch_plan's batches")
+        listed = items(pair[1], "epoch_plan's unread", "a list of row counts, one per host")
+        got_unread = [whole(n, "each host's unread rows") for n in listed]
         if got_steps != steps:
             return wrong(
                 f"hosts with {rows_per_host} rows and {PER_HOST_BATCH} rows per batch make "
                 f"{counts} batches on their own; with uneven_hosts='stop' every host runs "
-                f"{steps}, and your function says {got_steps!r}."
+                f"{steps}, and your function says {got_steps}."
             )
-        if [int(n) for n in got_unread] != unread:
+        if got_unread != unread:
             return wrong(
                 f"hosts with {rows_per_host} rows, stopping after {steps} batches of "
                 f"{PER_HOST_BATCH}, leave {unread} rows unread; your function says "
-                f"{list(got_unread)}."
+                f"{shown(got_unread)}."
             )
     return right(
         f"the batch counts and unread rows match the pipelines' own for {len(CASES)} sets of hosts."
