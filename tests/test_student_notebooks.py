@@ -163,23 +163,7 @@ def test_student_copy_has_no_solutions_and_runs_on_permuted_meshes(
 # Until the notebooks bind each solution to its own name (issue 20), their solution
 # cells redefine the reader's function, so Run All prints "Right" under the reader's
 # "Not yet". Remove a notebook from this set once its solution cells are renamed.
-REBINDS_THE_READERS_FUNCTION = {notebook.stem for notebook in NOTEBOOKS}
-
-
-@pytest.mark.parametrize(
-    "notebook",
-    [
-        pytest.param(
-            notebook,
-            marks=pytest.mark.xfail(
-                notebook.stem in REBINDS_THE_READERS_FUNCTION,
-                reason="the solution cells still redefine the reader's function",
-            ),
-        )
-        for notebook in NOTEBOOKS
-    ],
-    ids=lambda p: p.stem,
-)
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_solution_is_bound_to_its_own_name(notebook: Path) -> None:
     """A solution cell defines `<name>_solution`, never the reader's `<name>`."""
     cells = nbformat.read(notebook, as_version=4).cells

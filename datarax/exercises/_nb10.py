@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from datarax.exercises._core import Feedback, call, exercise, right, wrong
+from datarax.exercises._core import answer_key, call, exercise
+from datarax.exercises._feedback import Feedback, right, wrong
+from datarax.exercises._values import number
 
 FLOPS_PER_PARAMETER_PER_ROW = 6  # forward 2 + backward 4, for a dense model
 
@@ -26,6 +28,7 @@ _CASES: list[tuple[str, Any, Any, Any, Any]] = [
 ]
 
 
+@answer_key
 def expected_batch(
     num_devices: int, flops_per_second: float, send_bytes_per_second: float, bytes_per_value: int
 ) -> float:
@@ -36,25 +39,24 @@ def expected_batch(
 
 @exercise(
     "10.communication_bound_batch",
-    hint=(
-        "per row, compute costs 6 FLOPs per parameter, so a step takes 6 n b / F seconds; "
-        "the ring all-reduce sends 2 (N - 1) / N x bytes_per_value bytes per parameter, "
-        "taking 2 (N - 1) / N x bytes_per_value x n / W seconds. Set them equal; the "
-        "number of parameters n cancels."
-    ),
+    idea="the step's compute grows with the rows per device, the all-reduce does not: "
+    "find the batch where the two take equally long.",
+    method="per row, compute costs 6 FLOPs per parameter, so a step takes 6 n b / F "
+    "seconds; the ring all-reduce sends 2 (N - 1) / N x bytes_per_value bytes per "
+    "parameter, taking 2 (N - 1) / N x bytes_per_value x n / W seconds. Set them equal; "
+    "the number of parameters n cancels.",
 )
 def _communication_bound_batch(answer: Any) -> Feedback:
     for name, devices, flops, send, width in _CASES:
         expected = expected_batch(int(devices), float(flops), float(send), int(width))
-        got = call(answer, devices, flops, send, width)
-        is_number = isinstance(got, (int, float, np.number)) and not isinstance(got, bool)
-        if not is_number or not np.isclose(float(got), expected, rtol=1e-6, atol=1e-9):
+        got = number(call(answer, devices, flops, send, width), "your function's result")
+        if not np.isclose(got, expected, rtol=1e-6, atol=1e-9):
             sent = 2 * (int(devices) - 1) / int(devices) * int(width)
             return wrong(
                 f"for {name} (N = {devices}, F = {float(flops):.3g} FLOP/s, W = "
                 f"{float(send):.3g} bytes/s, {width} bytes per value), each device sends "
                 f"{sent:.4g} bytes per parameter, so compute and communication take equally "
-                f"long at {expected:.4g} rows per device. Your function returned {got!r}."
+                f"long at {expected:.4g} rows per device. Your function returned {got:.4g}."
             )
     return right(
         f"the communication-bound batch matches on {len(_CASES)} cases (a TPU v5e, an "
