@@ -18,6 +18,7 @@ from datarax.exercises._core import answer_key, call, exercise
 from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
 from datarax.exercises._values import describe, number
 from datarax.sharding._ledger import pretend_hosts
+from datarax.sharding._placement import device_spans
 
 
 def spec_text(spec: PartitionSpec) -> str:
@@ -62,9 +63,9 @@ def _cases() -> Iterator[tuple[str, Any, dict[int, int]]]:
 def held_fraction(array: Any, host_of: dict[int, int], host: int) -> float:
     """The fraction of `array`'s elements that the devices of `host` hold, each counted once."""
     held = np.zeros(array.shape, dtype=bool)
-    for device, index in array.sharding.devices_indices_map(array.shape).items():
+    for device, block in device_spans(array.sharding, array.shape).items():
         if host_of[device.id] == host:
-            held[index] = True
+            held[tuple(slice(start, stop) for start, stop in block)] = True
     return float(held.mean())
 
 

@@ -20,6 +20,7 @@ from datarax.exercises._core import Ban, answer_key, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
 from datarax.exercises._values import items, plain, reject, shown, whole
+from datarax.sharding._placement import device_spans
 
 
 def _meshes() -> Iterator[tuple[str, Mesh]]:
@@ -136,16 +137,12 @@ def _ids(value: Any) -> set[int]:
 @answer_key
 def holders(mesh: Mesh, spec: PartitionSpec, shape: tuple[int, ...], index: Any) -> set[int]:
     """The ids of the devices that hold element `index` of an array of `shape`."""
-    placed = NamedSharding(mesh, spec).devices_indices_map(shape)
-    found = set()
-    for device, slices in placed.items():
-        inside = (
-            pos in range(*part.indices(size))
-            for pos, part, size in zip(index, slices, shape, strict=True)
-        )
-        if all(inside):
-            found.add(device.id)
-    return found
+    blocks = device_spans(NamedSharding(mesh, spec), shape)
+    return {
+        device.id
+        for device, block in blocks.items()
+        if all(start <= pos < stop for pos, (start, stop) in zip(index, block, strict=True))
+    }
 
 
 @exercise(

@@ -20,6 +20,7 @@ from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
 from datarax.exercises._values import array, items, reject
 from datarax.sharding._padding import pad_to_multiple
+from datarax.sharding._placement import device_spans
 
 
 def _rows() -> NamedSharding:
@@ -151,5 +152,4 @@ def _padded(got: Any, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarra
 def _row_blocks(sharding: NamedSharding) -> int:
     """How many blocks dimension 0 is split into, read off JAX's placement of a probe."""
     probe = (len(jax.devices()) * 4,) * max(1, len(sharding.spec))
-    placed = sharding.devices_indices_map(probe).values()
-    return len({index[0].indices(probe[0])[0] for index in placed})
+    return len({block[0] for block in device_spans(sharding, probe).values()})

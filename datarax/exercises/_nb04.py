@@ -29,6 +29,7 @@ from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
 from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
 from datarax.exercises._values import items, plain, reject, shown, whole
 from datarax.sharding import RowLedger, pretend_hosts, shard_bounds
+from datarax.sharding._placement import device_spans
 
 
 def layouts() -> list[Layout]:
@@ -148,11 +149,9 @@ _NO_SHARD_BOUNDS = (Ban(shard_bounds, "__code__", "shard_bounds"),)
 
 def _blocks(sharding: NamedSharding, host_of: dict[int, int], host: int) -> tuple[int, int]:
     """(row blocks in all, distinct row blocks `host`'s devices hold)."""
-    probe = len(sharding.device_set)
-    placed = sharding.devices_indices_map((probe,))
-    starts = {index[0].indices(probe)[0] for index in placed.values()}
-    mine = {index[0].indices(probe)[0] for d, index in placed.items() if host_of[d.id] == host}
-    return len(starts), len(mine)
+    blocks = device_spans(sharding, (len(sharding.device_set),))
+    mine = {block for device, block in blocks.items() if host_of[device.id] == host}
+    return len(set(blocks.values())), len(mine)
 
 
 @exercise(
