@@ -1,7 +1,7 @@
 """Disks that fail: a small tmpfs where this machine allows mounting one, and a file
 system layer that runs out of space after a quota, which works everywhere.
 
-`save_then_fail.py`-style children import this module too, so it has no pytest in it.
+Child processes of the tests import this module too, so it has no pytest in it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import errno
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +46,22 @@ def remount_read_only(folder: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(folder)], timeout=30, check=True)
 
 
-class _QuotaFile:
-    """A file opened for writing whose writes fail with ENOSPC past the quota."""
+def _disk_full(name: str) -> BaseException:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), name)
 
-    def __init__(self, file: Any, quota: list[int]):
-        self._file, self._quota = file, quota
+
+class _QuotaFile:
+    """A file opened for writing whose writes fail past the quota (ENOSPC by default)."""
+
+    def __init__(self, file: Any, quota: list[int], error: Callable[[str], BaseException]):
+        self._file, self._quota, self._error = file, quota, error
 
     def write(self, data: Any) -> int:
         if len(data) > self._quota[0]:
-            written = self._file.write(data[: self._quota[0]])  # a partial write, then full
+            self._file.write(data[: self._quota[0]])  # a partial write, then the failure
             self._quota[0] = 0
             self._file.flush()
-            del written
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._file.name)
+            raise self._error(self._file.name)
         self._quota[0] -= len(data)
         return self._file.write(data)
 
@@ -73,11 +76,14 @@ class _QuotaFile:
 
 
 @contextlib.contextmanager
-def disk_with_quota(root: Path, quota_bytes: int) -> Iterator[list[int]]:
+def disk_with_quota(
+    root: Path, quota_bytes: int, error: Callable[[str], BaseException] = _disk_full
+) -> Iterator[list[int]]:
     """Python writes of files under `root` fail with ENOSPC after `quota_bytes` bytes.
 
     Orbax writes its metadata and the pipeline's JSON state through Python's ``open``
-    (arrays go through TensorStore), so a save fails as on a full disk. Yields the
+    (arrays go through TensorStore), so a save fails as on a full disk. `error` makes
+    the exception instead (a KeyboardInterrupt for an interrupted save). Yields the
     remaining quota as a one-element list, which the caller may raise again.
     """
     quota = [quota_bytes]
@@ -88,7 +94,7 @@ def disk_with_quota(root: Path, quota_bytes: int) -> Iterator[list[int]]:
         opened = real_open(file, mode, *args, **kwargs)
         writing = any(flag in mode for flag in "wax+")
         if writing and isinstance(file, (str, os.PathLike)) and os.fspath(file).startswith(prefix):
-            return _QuotaFile(opened, quota)
+            return _QuotaFile(opened, quota, error)
         return opened
 
     builtins.open = open_with_quota

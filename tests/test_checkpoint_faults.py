@@ -71,6 +71,22 @@ def test_a_save_that_fills_the_disk_keeps_the_last_step(tmp_path: Path) -> None:
     _fill_and_recover(folder, lambda: None, lambda: disks.disk_with_quota(folder, 0))
 
 
+def test_an_interrupted_save_keeps_the_last_step(tmp_path: Path) -> None:
+    """Ctrl-C (KeyboardInterrupt) in the middle of writing step 2 reaches the caller."""
+    pipeline = _pipeline()
+
+    def interrupt(name: str) -> BaseException:
+        return KeyboardInterrupt()
+
+    with Checkpoints(tmp_path, max_to_keep=1) as checkpoints:
+        checkpoints.save(1, model=_weights(), pipeline=pipeline)
+        with disks.disk_with_quota(tmp_path, 100, interrupt), pytest.raises(KeyboardInterrupt):
+            checkpoints.save(2, model=_weights(), pipeline=pipeline)
+        _assert_only_step_1(checkpoints, tmp_path)
+        checkpoints.save(2, model=_weights(), pipeline=pipeline)
+        assert checkpoints.latest_step() == 2
+
+
 @pytest.mark.skipif(not disks.can_mount(), reason="mounting a tmpfs needs root on Linux")
 def test_a_save_that_fills_a_small_tmpfs_keeps_the_last_step(tmp_path: Path) -> None:
     """A real 2 MiB tmpfs: the 4 MB array of step 2 does not fit, a 4 kB one does."""
