@@ -239,6 +239,14 @@ def test_a_malformed_state_is_refused_before_anything_is_written(
         _assert_only_step_1(checkpoints, tmp_path)
 
 
+def test_a_step_saved_already_is_refused_before_writing(tmp_path: Path) -> None:
+    with Checkpoints(tmp_path, max_to_keep=1) as checkpoints:
+        checkpoints.save(1, model=_weights(), pipeline=_pipeline())
+        with pytest.raises(ValueError, match="Step 1 is saved already"):
+            checkpoints.save(1, model=_weights(seed=1), pipeline=_pipeline())
+        _assert_only_step_1(checkpoints, tmp_path)
+
+
 @pytest.mark.parametrize(
     ("directory", "error", "match"),
     [

@@ -136,13 +136,19 @@ class Checkpoints:
 
         Raises:
             ValueError, TypeError: `pipeline`'s state is not one `Pipeline.get_state`
-                gives (checked before anything is written or deleted).
+                gives, or `step` is saved already (checked before anything is
+                written or deleted).
             CheckpointSaveError: writing failed (e.g. the disk is full or read-only).
                 The temporary folder is removed and the steps saved before stay.
         """
         step = check_int("step", step, minimum=0)
         state = pipeline if isinstance(pipeline, dict) else pipeline.get_state()
         state = check_pipeline_state(state)
+        if step in self._manager.all_steps():
+            raise ValueError(
+                f"Step {step} is saved already in {self.directory}: save under a new step "
+                "number (the saved steps are never overwritten)."
+            )
         args = self._ocp.args.Composite(
             model=self._ocp.args.StandardSave(model), pipeline=self._ocp.args.JsonSave(state)
         )
@@ -156,9 +162,10 @@ class Checkpoints:
                 raise
             tmp = f"{step}.orbax-checkpoint-tmp"
             folder = folders[0] if folders else f"{self.directory.rstrip('/')}/{tmp}"
+            left = "its partial folder was removed" if folders else "nothing was written"
             raise CheckpointSaveError(
                 f"Saving step {step} into {folder} failed: {type(error).__name__}: "
-                f"{str(error).strip()[:500]}. The partial folder was removed; the steps "
+                f"{str(error).strip().rstrip('.')[:500]}. {left.capitalize()}; the steps "
                 f"saved before are kept: {sorted(self._manager.all_steps())}. Free space "
                 "or fix the directory, then save again.",
                 step,
