@@ -9,17 +9,32 @@ from __future__ import annotations
 import builtins
 import contextlib
 import errno
+import functools
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 
+@functools.cache
 def can_mount() -> bool:
-    """Whether this process may mount a tmpfs (Linux, root, a `mount` command)."""
-    return sys.platform.startswith("linux") and os.geteuid() == 0
+    """Whether this process may mount a tmpfs (Linux, root, allowed): tried once."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return False
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            with small_tmpfs(Path(folder)):
+                return True
+        except (OSError, subprocess.SubprocessError):
+            return False
+
+
+def read_only(name: str) -> BaseException:
+    """The error a write on a read-only file system raises."""
+    return OSError(errno.EROFS, os.strerror(errno.EROFS), name)
 
 
 @contextlib.contextmanager

@@ -110,10 +110,11 @@ with Checkpoints(os.path.join(disk, "checkpoints"), max_to_keep=1) as checkpoint
     checkpoints.save(1, model={{"w": jax.numpy.zeros(3)}}, pipeline=pipeline)
     if mode == "remount":
         disks.remount_read_only(disk)
-    else:
+    elif mode == "chmod":
         os.chmod(os.path.join(disk, "checkpoints"), 0o555)
     try:
-        checkpoints.save(2, model={{"w": jax.numpy.ones(3)}}, pipeline=pipeline)
+        with disks.disk_with_quota(disk, 0 if mode == "inject" else 1 << 40, disks.read_only):
+            checkpoints.save(2, model={{"w": jax.numpy.ones(3)}}, pipeline=pipeline)
     except CheckpointSaveError as error:
         print("refused:", error, flush=True)
     print("steps:", checkpoints.latest_step(), sorted(os.listdir(checkpoints.directory)))
@@ -121,10 +122,13 @@ print("leaving", time.monotonic(), flush=True)
 """
 
 
-def _read_only_mode() -> str | None:
+def _read_only_mode() -> str:
+    """A read-only tmpfs where one can be mounted; else a folder without write
+    permission; else (root, which permissions do not stop) writes that fail with EROFS.
+    """
     if disks.can_mount():
         return "remount"
-    return "chmod" if os.geteuid() != 0 else None
+    return "chmod" if os.geteuid() != 0 else "inject"
 
 
 def test_a_save_on_a_read_only_disk_keeps_the_last_step_and_exits_at_once(
@@ -132,7 +136,6 @@ def test_a_save_on_a_read_only_disk_keeps_the_last_step_and_exits_at_once(
 ) -> None:
     """Asynchronous Orbax saves left threads that held the exit for 300 s."""
     mode = _read_only_mode()
-    assert mode is not None, "root without mount: neither way to make a read-only folder"
     script = tmp_path / "child.py"
     script.write_text(_READ_ONLY_CHILD.format(tests=str(Path(__file__).parent)))
     disk = tmp_path / "disk"
