@@ -128,7 +128,7 @@ def start_processes_that_leave_the_group(kill_self: bool) -> list[int]:
     """Starts a child in its own session and a daemon orphaned by a double fork.
 
     Returns their pids; with `kill_self`, process 1 writes them to its output and
-    kills itself with SIGKILL 1.5 s later (the launcher has seen them by then).
+    kills itself with SIGKILL at once, likely before the launcher has seen them.
     """
     _announce()
     in_a_session = subprocess.Popen(
@@ -140,6 +140,5 @@ def start_processes_that_leave_the_group(kill_self: bool) -> list[int]:
     pids = [in_a_session.pid, int(daemon.stdout)]
     print(f"started {pids}", flush=True)
     if kill_self and jax.process_index() == 1:
-        time.sleep(1.5)
         os.kill(os.getpid(), signal.SIGKILL)
     return pids

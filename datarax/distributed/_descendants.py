@@ -8,6 +8,11 @@ under the worker stays whole while it lives. `descendants` walks that tree throu
 ``/proc/<pid>/task/<tid>/children``; a process is named by (pid, start time), so a pid
 reused by an unrelated process is never killed. Elsewhere (no ``/proc``) the tree
 is unknown and only process groups are killed.
+
+A worker killed by a signal takes its subreaper role along: what it orphaned then
+goes to init. So every worker also carries a mark in its environment
+(`MARK_VARIABLE`, unique to the run), which whatever it starts inherits, and `marked`
+finds each process that still carries it, wherever it now hangs in the tree.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+MARK_VARIABLE = "DATARAX_CLUSTER_RUN"  # in every worker's environment: the run's folder
 Process = tuple[int, int]  # (pid, start time in clock ticks since boot)
 
 
@@ -66,6 +72,24 @@ def descendants(pid: int) -> set[Process]:
             continue
         found.add((child, started))
         waiting.extend(children(child))
+    return found
+
+
+def marked(mark: str) -> set[Process]:
+    """Every process whose environment holds ``MARK_VARIABLE=mark`` (Linux); else none."""
+    entry = f"{MARK_VARIABLE}={mark}".encode()
+    found: set[Process] = set()
+    with contextlib.suppress(OSError):
+        for folder in Path("/proc").iterdir():
+            if not folder.name.isdigit():
+                continue
+            try:
+                environment = (folder / "environ").read_bytes().split(b"\0")
+            except OSError:  # gone meanwhile, or another user's
+                continue
+            started = start_time(int(folder.name))
+            if entry in environment and started is not None:
+                found.add((int(folder.name), started))
     return found
 
 

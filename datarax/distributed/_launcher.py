@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from datarax.distributed import _args
+from datarax.distributed import _args, _descendants
 from datarax.distributed._report import read_output, read_record, report
 from datarax.distributed._watch import Workers, stage, stop, watch
 
@@ -237,9 +237,9 @@ def _run(
     """
     watch_read, watch_write = os.pipe()  # neither end is inherited unless passed
     processes: list[subprocess.Popen[bytes]] = []
-    workers = Workers(processes)
+    workers = Workers(processes, mark=str(job_dir))
     command = [sys.executable, "-m", "datarax.distributed._worker", str(job_dir)]
-    env = _worker_env(options.env)
+    env = {**_worker_env(options.env), _descendants.MARK_VARIABLE: str(job_dir)}
     try:
         for index, log_path in enumerate(log_paths):
             with open(log_path, "wb") as log:

@@ -4,7 +4,8 @@
 `stop` kills what is left of each, its descendants included: those in its process
 group, and on Linux every process below it in the process tree (one that called
 ``setsid`` too), seen by a sweep every `SWEEP_S` while it runs and once more at the
-end (see `_descendants`).
+end, and every process that carries the workers' mark in its environment (see
+`_descendants`).
 """
 
 from __future__ import annotations
@@ -27,17 +28,24 @@ _REAPED_WITHIN_S = 10.0  # a process killed with SIGKILL is gone by then (unless
 
 
 class Workers:
-    """The worker processes of a cluster and every descendant seen under them."""
+    """The worker processes of a cluster and every descendant seen under them.
 
-    def __init__(self, processes: list[subprocess.Popen[bytes]]):
+    `mark` is the value of `_descendants.MARK_VARIABLE` in the workers' environment.
+    """
+
+    def __init__(self, processes: list[subprocess.Popen[bytes]], mark: str):
         self.processes = processes  # the launcher's list, which it fills as it starts them
+        self.mark = mark
         self.seen: set[Process] = set()
 
-    def sweep(self) -> None:
-        """Records the descendants of each worker that still runs."""
+    def sweep(self, everywhere: bool = False) -> None:
+        """Records the descendants of each worker that still runs; with `everywhere`,
+        also every process that carries the workers' mark."""
         for process in self.processes:
             if process.returncode is None:
                 self.seen |= _descendants.descendants(process.pid)
+        if everywhere:
+            self.seen |= _descendants.marked(self.mark)
 
 
 def stage(job_dir: Path, index: int) -> str:
@@ -146,9 +154,9 @@ def stop(workers: Workers) -> None:
     The workers and their descendants are first stopped (SIGSTOP), so none can start
     another process, then listed once more and killed.
     """
-    workers.sweep()
+    workers.sweep(everywhere=True)
     _signal_all(workers, signal.SIGSTOP)
-    workers.sweep()
+    workers.sweep(everywhere=True)
     _signal_all(workers, signal.SIGKILL)
     for process in workers.processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
