@@ -6,7 +6,9 @@ process is gone. `launch_sleepers` is the launching process of the tests that ki
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -95,3 +97,48 @@ def launch_sleepers(ready_dir: str, fork_when_ready: bool) -> None:
     if fork_when_ready:
         threading.Thread(target=fork, daemon=True).start()
     launch_local(sleep_with_a_child, num_processes=2, args=(ready_dir,), timeout_s=120)
+
+
+def kill_one_after_a_collective(process: int) -> int:
+    """Process `process` is killed with SIGKILL; the other then fails in a collective."""
+    _announce()
+    multihost_utils.sync_global_devices("both arrived")
+    if jax.process_index() == process:
+        os.kill(os.getpid(), signal.SIGKILL)
+    multihost_utils.sync_global_devices("never completes")
+    return 0
+
+
+def hang_in_a_hook_after_returning() -> int:
+    """Returns its process index, then hangs at exit in an atexit hook."""
+    _announce()
+    atexit.register(time.sleep, 300)
+    return jax.process_index()
+
+
+_DAEMON = (
+    "import os, subprocess, sys; os.setsid(); "
+    "grandchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], "
+    "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+    "print(grandchild.pid, flush=True); os._exit(0)"
+)
+
+
+def start_processes_that_leave_the_group(kill_self: bool) -> list[int]:
+    """Starts a child in its own session and a daemon orphaned by a double fork.
+
+    Returns their pids; with `kill_self`, process 1 writes them to its output and
+    kills itself with SIGKILL at once, likely before the launcher has seen them.
+    """
+    _announce()
+    in_a_session = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True
+    )
+    daemon = subprocess.run(
+        [sys.executable, "-c", _DAEMON], capture_output=True, text=True, timeout=60, check=True
+    )
+    pids = [in_a_session.pid, int(daemon.stdout)]
+    print(f"started {pids}", flush=True)
+    if kill_self and jax.process_index() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return pids

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 
 from datarax import prefetch_to_device
 from datarax.pipeline import DevicePrefetcher, Pipeline
+from datarax.pipeline._prefetch import CLOSE_WAIT_S
 from datarax.sharding import ArraySharder, JaxProcessSharder
 
 
@@ -251,3 +254,102 @@ def test_is_an_iterator() -> None:
 
 def _mesh() -> Mesh:
     return jax.make_mesh((len(jax.devices()),), ("data",))
+
+
+_BLOCKED_CHILD = """
+import sys, threading, time
+import numpy as np
+from datarax import prefetch_to_device
+
+def source():
+    yield {"x": np.zeros(8)}
+    if sys.argv[2] == "block":
+        threading.Event().wait()
+    if sys.argv[2] == "sleep":
+        time.sleep(60)
+    yield {"x": np.ones(8)}
+
+how = sys.argv[1]
+placed = prefetch_to_device(source(), size=2)
+next(placed)
+time.sleep(0.2)  # the thread now waits inside the source
+if how == "with":
+    with placed:
+        print("leaving", time.monotonic(), flush=True)
+        raise RuntimeError("the step failed")
+print("leaving", time.monotonic(), flush=True)
+if how == "raise":
+    raise RuntimeError("the step failed")
+"""
+
+
+def _start_child(script: str, how: str, wait: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, script, how, wait],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("wait", ["block", "sleep"])
+@pytest.mark.parametrize("how", ["exit", "raise", "with"])
+def test_a_blocked_source_does_not_hold_up_exit(tmp_path, how: str, wait: str) -> None:
+    """The interpreter exits within 2 s of one whose source does not block.
+
+    Both run at once, so a loaded machine slows both alike.
+    """
+    script = tmp_path / "child.py"
+    script.write_text(_BLOCKED_CHILD)
+    children = {kind: _start_child(str(script), how, kind) for kind in (wait, "free")}
+    ended: dict[str, float] = {}
+    deadline = time.monotonic() + 90
+    while len(ended) < 2 and time.monotonic() < deadline:
+        for kind, child in children.items():
+            if kind not in ended and child.poll() is not None:
+                ended[kind] = time.monotonic()
+        time.sleep(0.01)
+    took = {}
+    for kind, child in children.items():
+        child.kill()
+        out, err = child.communicate(timeout=30)
+        assert kind in ended, f"the {kind} child did not exit within 90 s"
+        assert child.returncode == (0 if how == "exit" else 1), err[-2000:]
+        if how != "exit":
+            assert "RuntimeError: the step failed" in err
+        took[kind] = ended[kind] - float(out.split("leaving ")[1].split()[0])
+    allowed = 2 + (CLOSE_WAIT_S if how == "with" else 0)
+    assert took[wait] - took["free"] < allowed, took
+
+
+def test_a_second_consumer_gets_an_error_and_close_wakes_the_first() -> None:
+    release = threading.Event()
+
+    def blocked() -> Iterator[dict[str, np.ndarray]]:
+        yield {"x": np.zeros(8)}
+        release.wait(timeout=30)
+        yield {"x": np.ones(8)}
+
+    placed = prefetch_to_device(blocked(), size=1)
+    next(placed)
+    first: list[object] = []
+    waiting = threading.Thread(target=lambda: first.append(next(placed, "ended")))
+    waiting.start()
+    time.sleep(0.3)  # the first consumer now waits for the blocked source
+    with pytest.raises(RuntimeError, match="Another thread is inside next"):
+        next(placed)
+    started = time.monotonic()
+    placed.close()  # the source still blocks: close waits at most CLOSE_WAIT_S
+    assert time.monotonic() - started < CLOSE_WAIT_S + 1
+    waiting.join(timeout=5)
+    assert first == ["ended"]  # the first consumer was woken, not left waiting
+    release.set()
+
+
+def test_close_from_another_thread_ends_the_iteration() -> None:
+    placed = prefetch_to_device(iter(_batches(3)), size=1, place=lambda batch: batch)
+    next(placed)
+    closer = threading.Thread(target=placed.close)
+    closer.start()
+    closer.join(timeout=5)
+    assert list(placed) == []

@@ -6,8 +6,11 @@ short timeouts), runs a function or a script on every process and returns what e
 returned and printed. It is how the tests and tutorials exercise multi-host code
 without a pod. When a process raises, crashes, is killed, leaves without a result or
 never joins, it stops the others and raises `ClusterError` naming that process, with
-the tail of its output, a few seconds later; it never leaves a process behind, not
-even when the launching process itself is killed (a Jupyter kernel restart).
+the tail of its output, a few seconds later; a process killed by a signal is named
+before the peers that then failed because it was gone. It never leaves a process
+behind, not even when the launching process itself is killed (a Jupyter kernel
+restart), and on Linux not what the processes started either, even what left their
+process group.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from datarax.distributed import _args
+from datarax.distributed import _args, _descendants
 from datarax.distributed._report import read_output, read_record, report
-from datarax.distributed._watch import stage, stop, watch
+from datarax.distributed._watch import Workers, stage, stop, watch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +133,9 @@ def launch_local(
     simulated CPU devices (``JAX_PLATFORMS=cpu``), joined as one cluster on a free
     port of 127.0.0.1. Inside, ``jax.process_count()`` is `num_processes` and
     ``jax.devices()`` lists all processes' devices. The processes are gone when this
-    returns or raises.
+    returns or raises, and so is every process they started. When every target has
+    returned but a process does not exit (an exit hook that hangs), it is stopped
+    `shutdown_timeout_s` plus 2 s later and the results are returned.
 
     Args:
         target: a function, called as ``target(*args, **kwargs)`` on every process, or
@@ -205,13 +210,15 @@ def launch_local(
         job_dir = Path(tmp)
         (job_dir / "job.pkl").write_bytes(pickled_job)
         log_paths = [job_dir / f"output-{i}.txt" for i in range(count)]
-        first, reason, codes = _run(job_dir, log_paths, options)
+        first, reason, codes, order = _run(job_dir, log_paths, options)
         records = [read_record(job_dir / f"result-{i}.pkl") for i in range(count)]
         stages = [stage(job_dir, i) for i in range(count)]
         values = [record[1] for record in records if record is not None and record[0] == "ok"]
         if first is not None or reason or len(values) != count:
             outputs = [read_output(path) for path in log_paths]
-            culprit, message = report(first, reason, codes, records, outputs, stages)
+            culprit, message = report(
+                first, reason, codes, records, outputs, stages, exit_order=order
+            )
             raise ClusterError(message, culprit, outputs)
         outputs = [path.read_text(errors="replace") for path in log_paths]
     return [
@@ -222,7 +229,7 @@ def launch_local(
 
 def _run(
     job_dir: Path, log_paths: Sequence[Path], options: _args.Options
-) -> tuple[int | None, str, list[int | None]]:
+) -> tuple[int | None, str, list[int | None], list[int]]:
     """Starts the processes, watches them and stops what is left of them.
 
     Each process inherits the read end of a pipe whose write end only this process
@@ -230,8 +237,9 @@ def _run(
     """
     watch_read, watch_write = os.pipe()  # neither end is inherited unless passed
     processes: list[subprocess.Popen[bytes]] = []
+    workers = Workers(processes, mark=str(job_dir))
     command = [sys.executable, "-m", "datarax.distributed._worker", str(job_dir)]
-    env = _worker_env(options.env)
+    env = {**_worker_env(options.env), _descendants.MARK_VARIABLE: str(job_dir)}
     try:
         for index, log_path in enumerate(log_paths):
             with open(log_path, "wb") as log:
@@ -250,10 +258,10 @@ def _run(
         watch_read = -1
         join_deadline_s = options.init_timeout_s + 15.0
         return watch(
-            processes, job_dir, options.timeout_s, join_deadline_s, options.shutdown_timeout_s
+            workers, job_dir, options.timeout_s, join_deadline_s, options.shutdown_timeout_s
         )
     finally:
-        stop(processes)
+        stop(workers)
         for end in (watch_read, watch_write):
             if end >= 0:
                 os.close(end)

@@ -76,17 +76,32 @@ def _returned(record: tuple[str, Any] | None) -> bool:
     return record is not None and record[0] == "ok"
 
 
+def killed_from_outside(code: int | None) -> bool:
+    """Whether an exit code says a signal ended the process, other than SIGABRT.
+
+    SIGKILL (the OOM killer, a preempted host, ``kill -9``), SIGSEGV and the like end
+    a process whatever its peers do. SIGABRT is how JAX ends a process whose peer is
+    gone, so it is a consequence as often as a cause.
+    """
+    return code is not None and code < 0 and -code != signal.SIGABRT
+
+
 def _culprit(
     first: int | None,
     codes: Sequence[int | None],
     records: Sequence[tuple[str, Any] | None],
     stages: Sequence[str],
+    exit_order: Sequence[int] = (),
 ) -> int:
     never_started = [i for i, stage in enumerate(stages) if stage == "starting"]
     if "joined" not in stages and never_started:
         return never_started[0]
     if first is not None and not _returned(records[first]):
-        return first
+        # A process killed by a signal is the cause of its peers' errors, not their
+        # consequence, even when, under load, a peer's exit was seen first.
+        ranked = [*exit_order, *range(len(codes))]
+        killed = [i for i in ranked if killed_from_outside(codes[i]) and not _returned(records[i])]
+        return killed[0] if killed else first
     # A time-out, or the first process to fail had returned and then gave up waiting
     # for the others at shutdown: blame the first whose target never returned.
     unfinished = [i for i in range(len(codes)) if not _returned(records[i])]
@@ -114,17 +129,21 @@ def report(
     records: Sequence[tuple[str, Any] | None],
     outputs: Sequence[str],
     stages: Sequence[str],
+    exit_order: Sequence[int] = (),
 ) -> tuple[int, str]:
     """(the process to blame, the message): what it did, its output, and the others.
 
     `first` is the first process seen failing (None after a time-out); `stages` says
     how far each got: 'starting', 'joining' (inside jax.distributed.initialize) or
-    'joined'. A process that never reached initialize is blamed before the processes
-    that then timed out waiting for it, and a process whose target never returned
-    before one that returned and then gave up waiting for it.
+    'joined'; `exit_order` lists the processes in the order their exits were seen. A
+    process that never reached initialize is blamed before the processes that then
+    timed out waiting for it; a process killed by a signal other than SIGABRT before
+    those that then raised, exited with an error or aborted (the first such one seen,
+    when several were); and a process whose target never returned before one that
+    returned and then gave up waiting for it.
     """
     count = len(codes)
-    culprit = _culprit(first, codes, records, stages)
+    culprit = _culprit(first, codes, records, stages, exit_order)
     never_started = [i for i, stage in enumerate(stages) if stage == "starting"]
     lines = [f"Local JAX cluster failed: {reason}."] if reason else []
     record, code = records[culprit], codes[culprit]

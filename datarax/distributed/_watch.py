@@ -1,7 +1,11 @@
 """Watches the processes of a local cluster: which failed first, how far each got.
 
 `datarax.distributed.launch_local` starts the processes; `watch` waits for them and
-`stop` kills what is left of each, its children included.
+`stop` kills what is left of each, its descendants included: those in its process
+group, and on Linux every process below it in the process tree (one that called
+``setsid`` too), seen by a sweep every `SWEEP_S` while it runs and once more at the
+end, and every process that carries the workers' mark in its environment (see
+`_descendants`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,35 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
+from datarax.distributed import _descendants
+from datarax.distributed._descendants import Process
+
 GRACE_S = 2.0  # after a failure, how long the others get to finish on their own
+SWEEP_S = 0.5  # how often the processes each worker started are listed
+_REAPED_WITHIN_S = 10.0  # a process killed with SIGKILL is gone by then (unless in D state)
+
+
+class Workers:
+    """The worker processes of a cluster and every descendant seen under them.
+
+    `mark` is the value of `_descendants.MARK_VARIABLE` in the workers' environment.
+    """
+
+    def __init__(self, processes: list[subprocess.Popen[bytes]], mark: str):
+        self.processes = processes  # the launcher's list, which it fills as it starts them
+        self.mark = mark
+        self.seen: set[Process] = set()
+
+    def sweep(self, everywhere: bool = False) -> None:
+        """Records the descendants of each worker that still runs; with `everywhere`,
+        also every process that carries the workers' mark."""
+        for process in self.processes:
+            if process.returncode is None:
+                self.seen |= _descendants.descendants(process.pid)
+        if everywhere:
+            self.seen |= _descendants.marked(self.mark)
 
 
 def stage(job_dir: Path, index: int) -> str:
@@ -28,25 +57,31 @@ def stage(job_dir: Path, index: int) -> str:
 
 
 def watch(
-    processes: Sequence[subprocess.Popen[bytes]],
+    workers: Workers,
     job_dir: Path,
     timeout_s: float,
     join_deadline_s: float,
     shutdown_timeout_s: float,
-) -> tuple[int | None, str, list[int | None]]:
+) -> tuple[int | None, str, list[int | None], list[int]]:
     """Waits until all exit, one fails (then `GRACE_S` more), or time runs out.
 
     A process fails when it exits with a non-zero code, or with code 0 but no result
     file (it left its target early, e.g. through ``os._exit``). One thread per process
-    waits for it, so failures are seen in the order they happen. Once a process has
-    returned, the others get `shutdown_timeout_s` (and `GRACE_S`) to return too: newer
-    jax aborts the waiting processes itself by then, jax 0.7 would wait 5 minutes.
+    waits for it, so exits are seen about in the order they happen; under load a
+    process that failed because its peer was killed may be seen first, which is why
+    the report ranks a killed process above one that failed (`_report`). Once a
+    process has returned, the others get `shutdown_timeout_s` (and `GRACE_S`) to
+    return too: newer jax aborts the waiting processes itself by then, jax 0.7 would
+    wait 5 minutes. Once every process has returned, those still running get as long
+    to exit (a hook that hangs after the target returned): then they are stopped and
+    their results kept.
 
     Returns:
-        The first process that failed (None if none did), why the launcher stopped
-        the others ('' if they ended on their own) and each exit code (None: still
-        running).
+        The first process seen failing (None if none did), why the launcher stopped
+        the others ('' if they ended on their own or had all returned), each exit code
+        (None: still running) and the processes in the order their exits were seen.
     """
+    processes = workers.processes
     ended: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
     for index, process in enumerate(processes):
         threading.Thread(
@@ -56,12 +91,25 @@ def watch(
         ).start()
     codes: list[int | None] = [None] * len(processes)
     start = time.monotonic()
-    first, reason, failed_at, returned_at = None, "", None, None
+    order: list[int] = []
+    first, reason, failed_at, returned_at, all_returned_at = None, "", None, None, None
+    swept_at = start - SWEEP_S
     results = [job_dir / f"result-{i}.pkl" for i in range(len(processes))]
     while None in codes:
         now = time.monotonic()
+        if now - swept_at >= SWEEP_S:
+            workers.sweep()
+            swept_at = now
         if failed_at is not None and now - failed_at > GRACE_S:
             break
+        if all_returned_at is None and all(result.exists() for result in results):
+            all_returned_at = now
+        if (
+            first is None
+            and all_returned_at is not None
+            and now - all_returned_at > shutdown_timeout_s + GRACE_S
+        ):
+            break  # every target returned; what still runs is stopped, results kept
         if returned_at is None:
             returned = [i for i, result in enumerate(results) if result.exists()]
             returned_at = now if returned else None
@@ -87,15 +135,29 @@ def watch(
         with contextlib.suppress(queue.Empty):
             index, code = ended.get(timeout=0.05)
             codes[index] = code
+            order.append(index)
             if first is None and (code != 0 or not (job_dir / f"result-{index}.pkl").exists()):
                 first, failed_at = index, time.monotonic()
-    return first, reason, codes
+    return first, reason, codes, order
 
 
-def stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
-    """Kills each worker's whole process group: the worker and whatever it started."""
-    for process in processes:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    for process in processes:
-        process.wait()
+def _signal_all(workers: Workers, signum: int) -> None:
+    for process in workers.processes:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signum)
+    _descendants.kill(workers.seen, signum)
+
+
+def stop(workers: Workers) -> None:
+    """Kills each worker, its process group and every descendant seen under it.
+
+    The workers and their descendants are first stopped (SIGSTOP), so none can start
+    another process, then listed once more and killed.
+    """
+    workers.sweep(everywhere=True)
+    _signal_all(workers, signal.SIGSTOP)
+    workers.sweep(everywhere=True)
+    _signal_all(workers, signal.SIGKILL)
+    for process in workers.processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=_REAPED_WITHIN_S)

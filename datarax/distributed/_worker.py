@@ -13,6 +13,11 @@ daemon thread, and SIGHUP, which Linux sends when the launcher exits
 (``prctl(PR_SET_PDEATHSIG)``), handled when the main thread runs Python code and the
 process's parent has changed. Any other SIGHUP is ignored: the launcher stops its
 processes itself.
+
+On Linux the process is a child subreaper, so what its children start and orphan
+(a daemon that called ``setsid``) stays below it, where the launcher finds it; it
+kills all of those before it exits. The result file appears whole or not at all
+(written beside it, then renamed), so the launcher may take it at any moment.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from datarax.distributed._descendants import become_subreaper, kill_descendants
+
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _JOB_DIR_LOCK = threading.RLock()  # re-entrant: the SIGHUP handler runs on the main thread
 _ABANDONED = threading.Event()  # set once the launcher is gone and the job folder with it
@@ -41,7 +48,9 @@ def _write(path: Path, data: bytes = b"") -> None:
     """Writes a file of the job folder, unless the folder is gone with the launcher."""
     with _JOB_DIR_LOCK, contextlib.suppress(FileNotFoundError):
         if not _ABANDONED.is_set():
-            path.write_bytes(data)
+            partial = path.with_name(f"{path.name}.part")
+            partial.write_bytes(data)
+            os.replace(partial, path)
 
 
 def _abandon(job_dir: Path) -> None:
@@ -53,6 +62,7 @@ def _abandon(job_dir: Path) -> None:
     with _JOB_DIR_LOCK:
         _ABANDONED.set()
         shutil.rmtree(job_dir, ignore_errors=True)
+        kill_descendants(os.getpid())
         if os.getpgrp() == os.getpid():  # the launcher made each process a group leader
             os.killpg(os.getpid(), signal.SIGKILL)
         os._exit(1)
@@ -152,6 +162,7 @@ def main(job_dir: Path, process_index: int, watch_fd: int | None = None) -> int:
     Returns:
         0 after the target returned; on an error the process exits with code 1.
     """
+    become_subreaper()
     if watch_fd is not None:
         _die_with_launcher(job_dir, watch_fd)
     job = pickle.loads((job_dir / "job.pkl").read_bytes())
@@ -175,6 +186,7 @@ def main(job_dir: Path, process_index: int, watch_fd: int | None = None) -> int:
         report = "".join(traceback.format_exception(type(error), error, _user_frames(error)))
         print(report, file=sys.stderr)
         _write(result_file, pickle.dumps(("error", report)))
+        kill_descendants(os.getpid())
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)  # skip the shutdown barrier, which would wait for the other processes
@@ -182,6 +194,7 @@ def main(job_dir: Path, process_index: int, watch_fd: int | None = None) -> int:
     import jax
 
     jax.distributed.shutdown()
+    kill_descendants(os.getpid())
     return 0
 
 

@@ -7,6 +7,7 @@ background, and `Checkpoints` saves a pipeline's position beside the model's sta
 """
 
 from datarax.pipeline._checkpoint import Checkpoints as Checkpoints
+from datarax.pipeline._checkpoint import CheckpointSaveError as CheckpointSaveError
 from datarax.pipeline._pipeline import Pipeline as Pipeline
 from datarax.pipeline._prefetch import DevicePrefetcher as DevicePrefetcher
 from datarax.pipeline._prefetch import prefetch_to_device as prefetch_to_device
@@ -16,6 +17,7 @@ from datarax.pipeline._sources import read_rows as read_rows
 
 __all__ = [
     "ArraySource",
+    "CheckpointSaveError",
     "Checkpoints",
     "DevicePrefetcher",
     "Pipeline",

@@ -8,15 +8,25 @@ writes each array once, from the hosts that hold it, and restores it onto whatev
 sharding the restoring job asks for; the pipeline's state names no process or device.
 So a job saved by 2 hosts resumes at exactly the next batch on 1, 2 or 4.
 
+A save never loses the last good step: it is synchronous (no background thread
+outlives it), the state is checked before anything is written or deleted, and older
+steps are deleted only once the new one is complete. A save that fails (a full or
+read-only disk, an interrupt) removes its temporary folder and raises
+`CheckpointSaveError`, and the steps saved before stay listed and restorable; a
+process killed mid-save leaves a temporary folder that the next `Checkpoints` on
+that directory removes.
+
 Needs the ``checkpoint`` extra (``pip install datarax-sharding[checkpoint]``), which
 installs ``orbax-checkpoint``; Colab has it preinstalled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Protocol
 
+from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._checks import check_int
 
 
@@ -24,6 +34,43 @@ class HasState(Protocol):
     """A `Pipeline`, or a `DevicePrefetcher` over one: anything with get/set state."""
 
     def get_state(self) -> Any: ...
+
+
+class CheckpointSaveError(OSError):
+    """A save failed; the steps saved before it are still listed and restorable.
+
+    Attributes:
+        step: the step that was being saved.
+        folder: its temporary folder, removed again.
+    """
+
+    def __init__(self, message: str, step: int, folder: str):
+        super().__init__(message)
+        self.step, self.folder = step, folder
+
+
+def _directory(directory: Any) -> str:
+    """`directory` as a string, absolute when local; refuses what cannot be a folder."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(
+            f"directory must be a str or os.PathLike path, got {type(directory).__name__}: "
+            f"{directory!r:.100}."
+        )
+    path = os.fspath(directory)
+    if not isinstance(path, str):
+        raise TypeError(f"directory must be a text path, got bytes: {path!r:.100}.")
+    if not path.strip() or "\0" in path:
+        raise ValueError(
+            f"directory must name a folder for the checkpoints, e.g. 'checkpoints' or "
+            f"'gs://bucket/run', got {path!r:.100}. (An empty path would write into the "
+            "current directory.)"
+        )
+    if "://" in path:  # Orbax takes remote locations (gs://...) as they are
+        return path
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"directory {path!r} exists and is not a folder.")
+    return path
 
 
 def _orbax() -> Any:
@@ -61,14 +108,18 @@ class Checkpoints:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, max_to_keep: int = 2):
+        self.directory = _directory(directory)
         ocp = _orbax()
         self._ocp = ocp
+        # Synchronous saves: an asynchronous one leaves non-daemon threads that wait
+        # up to Orbax's 300 s coordination time-out for a folder that a failed save
+        # never made, and the interpreter waits for them at exit.
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=check_int("max_to_keep", max_to_keep), create=True
+            max_to_keep=check_int("max_to_keep", max_to_keep),
+            create=True,
+            enable_async_checkpointing=False,
+            cleanup_tmp_directories=True,  # what a process killed mid-save left
         )
-        path = os.fspath(directory)
-        # Local paths are made absolute; Orbax takes remote ones (gs://...) as they are.
-        self.directory = path if "://" in path else os.path.abspath(path)
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
     def latest_step(self) -> int | None:
@@ -80,15 +131,57 @@ class Checkpoints:
 
         Pass the object whose state matches the batches the model has consumed: the
         `DevicePrefetcher` when prefetching (its `get_state` is the consumed batch's),
-        else the `Pipeline`. Returns when the checkpoint is complete on disk.
+        else the `Pipeline`. Returns when the checkpoint is complete on disk; only
+        then are steps beyond `max_to_keep` deleted.
+
+        Raises:
+            ValueError, TypeError: `pipeline`'s state is not one `Pipeline.get_state`
+                gives, or `step` is saved already (checked before anything is
+                written or deleted).
+            CheckpointSaveError: writing failed (e.g. the disk is full or read-only).
+                The temporary folder is removed and the steps saved before stay.
         """
         step = check_int("step", step, minimum=0)
         state = pipeline if isinstance(pipeline, dict) else pipeline.get_state()
+        state = check_pipeline_state(state)
+        if step in self._manager.all_steps():
+            raise ValueError(
+                f"Step {step} is saved already in {self.directory}: save under a new step "
+                "number (the saved steps are never overwritten)."
+            )
         args = self._ocp.args.Composite(
             model=self._ocp.args.StandardSave(model), pipeline=self._ocp.args.JsonSave(state)
         )
-        self._manager.save(step, args=args, force=True)
-        self._manager.wait_until_finished()
+        try:
+            self._manager.save(step, args=args, force=True)
+            self._manager.wait_until_finished()
+        except BaseException as error:
+            folders = self._remove_partial(step)
+            self._manager.reload()  # the steps on disk, not the failed save's view
+            if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
+                raise
+            tmp = f"{step}.orbax-checkpoint-tmp"
+            folder = folders[0] if folders else f"{self.directory.rstrip('/')}/{tmp}"
+            left = "its partial folder was removed" if folders else "nothing was written"
+            raise CheckpointSaveError(
+                f"Saving step {step} into {folder} failed: {type(error).__name__}: "
+                f"{str(error).strip().rstrip('.')[:500]}. {left.capitalize()}; the steps "
+                f"saved before are kept: {sorted(self._manager.all_steps())}. Free space "
+                "or fix the directory, then save again.",
+                step,
+                folder,
+            ) from error
+
+    def _remove_partial(self, step: int) -> list[str]:
+        """Removes what a failed save of `step` left; returns the folders removed."""
+        from etils import epath
+
+        root = epath.Path(self.directory)
+        partial = [str(path) for path in root.glob(f"{step}.orbax-checkpoint-tmp*")]
+        for folder in partial:
+            with contextlib.suppress(OSError):  # read-only: nothing was written there
+                epath.Path(folder).rmtree()
+        return partial
 
     def restore(
         self, *, model: Any, pipeline: Any = None, step: int | None = None

@@ -5,6 +5,11 @@ A training step on an accelerator leaves the host idle until the step is done.
 iterable, places each one on its target sharding and waits until the copy has
 finished, so the step that asks for the next batch finds it already on the devices.
 At most `size` placed batches wait in the buffer; the thread pauses when it is full.
+
+Nothing here waits without a bound: the thread is a daemon that never holds up the
+interpreter's exit (not even while the source blocks), `close` waits for it at most
+`CLOSE_WAIT_S` seconds, and a second thread that calls ``next()`` while another is
+inside it gets a `RuntimeError` instead of waiting for a batch the first will take.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ Batch = Any
 Place = Callable[[Batch], Batch]
 
 _END = object()  # put by the producer after the last batch
+_CLOSED = object()  # put by close(), to wake a consumer that waits for a batch
+CLOSE_WAIT_S = 1.0  # the longest close() waits for the thread to finish its batch
+_POLL_S = 0.5  # how often a waiting consumer checks that the thread still runs
 
 
 class _Failure:
@@ -84,8 +92,11 @@ def _produce(
 def _shutdown(channel: _Channel, thread: threading.Thread) -> None:
     channel.stop.set()
     channel.free_slots.release()  # wakes a producer that waits for a free slot
+    channel.items.put(_CLOSED)  # wakes a consumer that waits for a batch
     if thread is not threading.current_thread():
-        thread.join()
+        # A source that blocks keeps the thread; it is a daemon and closes the source
+        # itself once the source returns, so closing never hangs on it.
+        thread.join(timeout=CLOSE_WAIT_S)
 
 
 def _placer(
@@ -127,7 +138,9 @@ class DevicePrefetcher(Iterator[Batch]):
     re-raised by ``next()`` with its original type, after the batches placed before
     it. `close` (or leaving a ``with`` block, or dropping the last reference) stops
     the thread, waits for it and closes the source iterator, so stopping early
-    leaks nothing.
+    leaks nothing. One thread at a time may call ``next()``: another that calls it
+    meanwhile gets a `RuntimeError`. The interpreter never waits for the thread at
+    exit.
     """
 
     def __init__(self, batches: Iterable[Batch], size: int, place: Place | None):
@@ -145,22 +158,49 @@ class DevicePrefetcher(Iterator[Batch]):
         )
         self._thread.start()
         self._finalizer = weakref.finalize(self, _shutdown, self._channel, self._thread)
+        self._finalizer.atexit = False  # exit never waits for a source that blocks
+        self._consumer = threading.Lock()  # held by the thread inside next()
 
     def __iter__(self) -> DevicePrefetcher:
         return self
 
     def __next__(self) -> Batch:
-        if self._done:
-            raise StopIteration
-        item = self._channel.items.get()
-        if item is _END or isinstance(item, _Failure):
-            self.close()
-            if item is _END:
+        if not self._consumer.acquire(blocking=False):
+            raise RuntimeError(
+                "Another thread is inside next() of this prefetcher. Batches come out "
+                "one at a time in order, so one thread consumes a prefetcher; give each "
+                "thread its own pipeline and prefetcher."
+            )
+        try:
+            if self._done:
                 raise StopIteration
-            raise item.error
-        self._channel.free_slots.release()
-        batch, self._state = item
-        return batch
+            item = self._take()
+            if item is _END or item is _CLOSED or isinstance(item, _Failure):
+                self.close()
+                if isinstance(item, _Failure):
+                    raise item.error
+                raise StopIteration
+            self._channel.free_slots.release()
+            batch, self._state = item
+            return batch
+        finally:
+            self._consumer.release()
+
+    def _take(self) -> Any:
+        """The next item from the thread; an error if the thread ended without one."""
+        while True:
+            try:
+                return self._channel.items.get(timeout=_POLL_S)
+            except queue.Empty:
+                if self._thread.is_alive():
+                    continue
+            try:  # the thread puts its last item before it ends
+                return self._channel.items.get_nowait()
+            except queue.Empty:
+                raise RuntimeError(
+                    "The prefetch thread ended without a batch or an error (the "
+                    "interpreter is shutting down?)."
+                ) from None
 
     def get_state(self) -> Any:
         """The source's state just after the batch ``next()`` returned last.
@@ -183,8 +223,11 @@ class DevicePrefetcher(Iterator[Batch]):
     def close(self) -> None:
         """Stops the background thread, waits for it and closes the source iterator.
 
-        Safe to call more than once. The thread finishes the batch it is producing
-        (if any) before it stops.
+        Safe to call more than once, and from another thread than the consumer's
+        (whose ``next()`` then raises StopIteration). The thread finishes the batch it
+        is producing (if any) before it stops; when that takes longer than
+        `CLOSE_WAIT_S` seconds (a source that blocks), close returns without it and
+        the thread closes the source when the source returns.
         """
         self._done = True
         self._finalizer()

@@ -1,0 +1,110 @@
+"""Finding and killing every process a worker started, those that left its group too.
+
+A process that calls ``setsid`` (``start_new_session=True``, a daemon's double fork)
+leaves its parent's process group, so killing the group misses it. On Linux each
+worker therefore makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``):
+an orphan among its descendants becomes its child instead of init's, so the tree
+under the worker stays whole while it lives. `descendants` walks that tree through
+``/proc/<pid>/task/<tid>/children``; a process is named by (pid, start time), so a pid
+reused by an unrelated process is never killed. Elsewhere (no ``/proc``) the tree
+is unknown and only process groups are killed.
+
+A worker killed by a signal takes its subreaper role along: what it orphaned then
+goes to init. So every worker also carries a mark in its environment
+(`MARK_VARIABLE`, unique to the run), which whatever it starts inherits, and `marked`
+finds each process that still carries it, wherever it now hangs in the tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+_PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+MARK_VARIABLE = "DATARAX_CLUSTER_RUN"  # in every worker's environment: the run's folder
+Process = tuple[int, int]  # (pid, start time in clock ticks since boot)
+
+
+def become_subreaper() -> bool:
+    """Makes orphaned descendants of this process its children (Linux); False elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot); None if it is gone, a zombie or unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] in ("Z", "X"):  # dead, waiting to be reaped: nothing left to kill
+        return None
+    return int(fields[19])  # field 22 of proc_pid_stat(5)
+
+
+def children(pid: int) -> list[int]:
+    """The pids of `pid`'s children (Linux); [] when unknown."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                found.extend(int(word) for word in (task / "children").read_text().split())
+    return found
+
+
+def descendants(pid: int) -> set[Process]:
+    """Every process below `pid` in the process tree, as (pid, start time)."""
+    found: set[Process] = set()
+    waiting = children(pid)
+    while waiting:
+        child = waiting.pop()
+        started = start_time(child)
+        if started is None or (child, started) in found:
+            continue
+        found.add((child, started))
+        waiting.extend(children(child))
+    return found
+
+
+def marked(mark: str) -> set[Process]:
+    """Every process whose environment holds ``MARK_VARIABLE=mark`` (Linux); else none."""
+    entry = f"{MARK_VARIABLE}={mark}".encode()
+    found: set[Process] = set()
+    with contextlib.suppress(OSError):
+        for folder in Path("/proc").iterdir():
+            if not folder.name.isdigit():
+                continue
+            try:
+                environment = (folder / "environ").read_bytes().split(b"\0")
+            except OSError:  # gone meanwhile, or another user's
+                continue
+            started = start_time(int(folder.name))
+            if entry in environment and started is not None:
+                found.add((int(folder.name), started))
+    return found
+
+
+def kill(processes: Iterable[Process], signum: int = signal.SIGKILL) -> None:
+    """Sends `signum` to each process that still is the one recorded (same start time)."""
+    for pid, started in processes:
+        if start_time(pid) == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+
+def kill_descendants(pid: int, rounds: int = 5) -> None:
+    """Kills every descendant of `pid`, again while new ones appear (a fork meanwhile)."""
+    for _ in range(rounds):
+        found = descendants(pid)
+        if not found:
+            return
+        kill(found)
