@@ -26,6 +26,7 @@ import contextlib
 import os
 from typing import Any, Protocol
 
+from datarax._extras import require
 from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._checks import check_int
 
@@ -74,13 +75,9 @@ def _directory(directory: Any) -> str:
 
 
 def _orbax() -> Any:
-    try:
-        import orbax.checkpoint as ocp
-    except ImportError:
-        raise ImportError(
-            "Checkpoints needs orbax-checkpoint: pip install "
-            "'datarax-sharding[checkpoint]' (or pip install orbax-checkpoint)."
-        ) from None
+    require("orbax.checkpoint", "checkpoint", "datarax.pipeline.Checkpoints")
+    import orbax.checkpoint as ocp
+
     return ocp
 
 

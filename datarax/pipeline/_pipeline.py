@@ -37,12 +37,12 @@ from jax.sharding import Sharding
 from datarax.pipeline._agreement import agree, agree_on_batches_left
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, Rows, read_rows
+from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
 from datarax.sharding._exchange import feeding
 
 Batch = Any
 Stage = Callable[[Batch], Batch]
-_STATE_KEYS = ("epoch", "batch_index", "batch_size", "source_length", "seed")
 _FIXED = frozenset(
     {
         "batch_size",
@@ -274,16 +274,8 @@ class Pipeline:
             ValueError: `state` is malformed, or was made by a pipeline with another
                 batch size, source length or shuffle seed.
         """
-        if not isinstance(state, Mapping) or set(state) != set(_STATE_KEYS):
-            got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(
-                f"state must be the dict get_state() returns, with keys {list(_STATE_KEYS)}; "
-                f"got {got}."
-            )
-        epoch = check_int("state['epoch']", state["epoch"], minimum=0)
-        batch_index = check_int("state['batch_index']", state["batch_index"], minimum=0)
-        for key in ("batch_size", "source_length"):
-            check_int(f"state[{key!r}]", state[key], minimum=0)
+        state = check_pipeline_state(state)  # the form; then, below, does it fit this one
+        epoch, batch_index = state["epoch"], state["batch_index"]
         if batch_index > self.num_batches:
             raise ValueError(
                 f"state['batch_index'] must be in [0, {self.num_batches}], got {batch_index}."

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from datarax.pipeline._pipeline import _STATE_KEYS
 from datarax.sharding._checks import check_int
 
-STATE_KEYS: tuple[str, ...] = _STATE_KEYS
+STATE_KEYS = ("epoch", "batch_index", "batch_size", "source_length", "seed")
 
 
 def _is_int(value: Any) -> bool:
@@ -34,7 +33,8 @@ def check_pipeline_state(state: Any) -> dict[str, Any]:
         TypeError: a count is not an int (bools and floats are not).
 
     Example:
-        >>> state = Pipeline(source={"x": np.arange(4)}, batch_size=2).get_state()
+        >>> state = {"epoch": 0, "batch_index": 1, "batch_size": 2, "source_length": 4,
+        ...          "seed": None}
         >>> check_pipeline_state(state) == state
         True
     """
