@@ -160,9 +160,12 @@ class Checkpoints:
             tmp = f"{step}.orbax-checkpoint-tmp"
             folder = folders[0] if folders else f"{self.directory.rstrip('/')}/{tmp}"
             left = "its partial folder was removed" if folders else "nothing was written"
+            cause = str(error).strip().rstrip(".")
+            if len(cause) > 600:  # keep the end, where the system's reason stands
+                cause = f"{cause[:300]} ... {cause[-300:]}"
             raise CheckpointSaveError(
                 f"Saving step {step} into {folder} failed: {type(error).__name__}: "
-                f"{str(error).strip().rstrip('.')[:500]}. {left.capitalize()}; the steps "
+                f"{cause}. {left.capitalize()}; the steps "
                 f"saved before are kept: {sorted(self._manager.all_steps())}. Free space "
                 "or fix the directory, then save again.",
                 step,
