@@ -68,7 +68,8 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     for case in results["overlap"]["cases"]:
         rows.append(
             (
-                f"prefetch: step / max(T, D) at T={case['T_ms']:.0f} D={case['D_ms']:.1f} ms",
+                f"prefetch: step / max(t_step, t_input) at t_step={case['T_ms']:.0f} "
+                f"t_input={case['D_ms']:.1f} ms",
                 case["prefetch_over_bound"],
                 "<= 1.15",
             )
@@ -153,9 +154,9 @@ def _print_info(results: dict[str, Any]) -> None:
     )
     for case in results["overlap"]["cases"]:
         print(
-            f"overlap T={case['T_ms']:.1f} D={case['D_ms']:.1f}: no prefetch "
+            f"overlap t_step={case['T_ms']:.1f} t_input={case['D_ms']:.1f}: no prefetch "
             f"{case['serial_ms']:.1f} ms, prefetch {case['prefetch_ms']:.1f} ms, "
-            f"max(T, D) {case['bound_ms']:.1f} ms"
+            f"max(t_step, t_input) {case['bound_ms']:.1f} ms"
         )
     for name, ratio in results["global_batch"]["worst_strict_ratio"].items():
         print(f"2 hosts, {name}: with check_every_batch, shard / device_put {ratio:.2f}")

@@ -6,7 +6,7 @@ and for `Pipeline` wrapped in `prefetch_to_device`.
 
 Overlap: a training step that takes T ms (the host waits for the accelerator, here a
 sleep after the batch is ready) on batches that cost D ms to produce (a numpy
-augmentation) and place. Without prefetch a step costs T + D; with it, max(T, D).
+augmentation) and place. Without prefetch a step costs t_step + t_input; with it, max(t_step, t_input).
 """
 
 from __future__ import annotations
