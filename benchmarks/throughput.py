@@ -4,9 +4,10 @@ Throughput: batches per second over one epoch of an in-memory source, for a plai
 loop of slicing and ``jax.device_put``, for `Pipeline` with the seed's shard stage,
 and for `Pipeline` wrapped in `prefetch_to_device`.
 
-Overlap: a training step that takes T ms (the host waits for the accelerator, here a
-sleep after the batch is ready) on batches that cost D ms to produce (a numpy
-augmentation) and place. Without prefetch a step costs t_step + t_input; with it, max(t_step, t_input).
+Overlap: a training step that takes t_step ms (the host waits for the accelerator, here
+a sleep after the batch is ready) on batches that take t_input ms to produce (a numpy
+augmentation) and place. Without prefetch a step costs t_step + t_input; with it,
+max(t_step, t_input).
 """
 
 from __future__ import annotations
