@@ -336,7 +336,9 @@ def test_targets_travel_by_reference_by_module_name_or_by_source(
     monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name="pkg.tool"))
     assert _describe_target(in_main) == ("import", ("pkg.tool", "in_main"))
     elsewhere: dict[str, Any] = {"__name__": "__main__"}  # like a notebook cell's function
-    exec("def in_cell():\n    return 1\n", elsewhere)
+    # A file name nothing has cached source for (under pytest-xdist on Python 3.13,
+    # "<string>" holds the worker's own `python -c` code).
+    exec(compile("def in_cell():\n    return 1\n", "<a cell gone>", "exec"), elsewhere)
     with pytest.raises(TypeError, match="source of in_cell cannot be found"):
         _describe_target(elsewhere["in_cell"])
 
