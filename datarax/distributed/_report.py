@@ -20,6 +20,16 @@ OUTPUT_BYTES = 64 * 1024
 _TAIL_LINES = 25
 _LINE_CHARS = 500
 _NATIVE_FRAME = re.compile(r"^\s*@\s+0x")  # a C++ stack frame of a failed check
+# What the gloo CPU collectives print as each process connects to its peers.
+_GLOO_CONNECTED = re.compile(
+    r"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. "
+    r"Expected number of connected peer ranks is : \d+\n?"
+)
+
+
+def without_gloo_lines(text: str) -> str:
+    """`text` without gloo's "[Gloo] Rank 0 is connected to 3 peer ranks" lines."""
+    return _GLOO_CONNECTED.sub("", text)
 
 
 def read_record(path: Path) -> tuple[str, Any] | None:

@@ -1,0 +1,33 @@
+"""Gloo's connection lines stay out of a local cluster's output unless asked for.
+
+Every process of a cluster prints "[Gloo] Rank 0 is connected to 3 peer ranks ..." from
+jaxlib's gloo CPU collectives (C++, straight to its stdout, with no setting to turn it
+off) when it first connects to its peers. `launch_local` leaves those lines out of the
+outputs it returns and of its error messages; ``verbose=True`` keeps them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from datarax.distributed import launch_local
+from datarax.distributed._report import without_gloo_lines
+
+SCRIPT = Path(__file__).parents[1] / "examples" / "train_data_parallel.py"
+LINE = "[Gloo] Rank 1 is connected to 3 peer ranks. Expected number of connected peer ranks is : 3"
+
+
+def test_without_gloo_lines_keeps_everything_else() -> None:
+    text = f"{LINE}\n2 processes, 4 devices, from step 0\n{LINE}\ndone{LINE}\n: 1 step\n"
+    assert without_gloo_lines(text) == "2 processes, 4 devices, from step 0\ndone: 1 step\n"
+    assert without_gloo_lines("[Gloo] something else\n") == "[Gloo] something else\n"
+
+
+def test_verbose_keeps_the_gloo_lines() -> None:
+    runs = launch_local(SCRIPT, args=["--steps", "1"], timeout_s=90, verbose=True)
+    assert "is connected to 3 peer ranks" in runs[0].output
+    assert "done: 1 step, w =" in runs[0].output
+    with pytest.raises(TypeError, match="verbose must be True or False"):
+        launch_local(SCRIPT, verbose="yes")  # type: ignore[arg-type]
