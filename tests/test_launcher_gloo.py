@@ -23,6 +23,15 @@ def test_without_gloo_lines_keeps_everything_else() -> None:
     text = f"{LINE}\n2 processes, 4 devices, from step 0\n{LINE}\ndone{LINE}\n: 1 step\n"
     assert without_gloo_lines(text) == "2 processes, 4 devices, from step 0\ndone: 1 step\n"
     assert without_gloo_lines("[Gloo] something else\n") == "[Gloo] something else\n"
+    # Two threads of one process printed at once (seen in a run): one inside the other.
+    nested = f"[Gloo] Rank {LINE}\n1 is connected to 3 peer ranks. Expected number of "
+    nested += "connected peer ranks is : 3\nok\n"
+    assert without_gloo_lines(nested) == "ok\n"
+    # Or piece by piece, one line each.
+    pieces = "[Gloo] Rank [Gloo] Rank 0 is connected to 1 is connected to 3 peer ranks. 3 peer"
+    pieces += " ranks. Expected number of connected peer ranks is : 3\nExpected number of "
+    pieces += "connected peer ranks is : 3\nstep 1 [Gloo] Rank\n"
+    assert without_gloo_lines(pieces) == "step 1 [Gloo] Rank\n"
 
 
 def test_verbose_keeps_the_gloo_lines() -> None:
