@@ -55,7 +55,8 @@ def choose_devices(
         return DevicePlan(
             accelerator_platform,
             accelerator_count,
-            f"Using the runtime's {accelerator_count} {accelerator_platform.upper()} devices.",
+            f"Using the runtime's {accelerator_count} {accelerator_platform.upper()} "
+            f"device{'s' * (accelerator_count != 1)}.",
         )
     if accelerator_platform is None:
         why = "this runtime has no accelerator"
@@ -65,7 +66,8 @@ def choose_devices(
     return DevicePlan(
         "cpu",
         needed,
-        f"Using {needed} simulated CPU devices: {why}, and this lesson needs {needed}.",
+        f"Using {needed} simulated CPU device{'s' * (needed != 1)}: {why}, and this lesson "
+        f"needs {needed}.",
     )
 
 
@@ -116,7 +118,9 @@ def setup_devices(needed: int = 8) -> DevicePlan:
     _check_needed(needed)
     if _backends_started():
         platform, count = jax.default_backend(), jax.device_count()
-        message = f"JAX is already running with {count} {platform.upper()} devices."
+        message = (
+            f"JAX is already running with {count} {platform.upper()} device{'s' * (count != 1)}."
+        )
         if count < needed:
             message += f" This lesson needs {needed}: restart the kernel and run this cell first."
         return DevicePlan(platform, count, message)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from datarax.distributed import _args, _descendants
-from datarax.distributed._report import read_output, read_record, report
+from datarax.distributed._report import read_output, read_record, report, without_gloo_lines
 from datarax.distributed._watch import Workers, stage, stop, watch
 
 
@@ -126,6 +126,7 @@ def launch_local(
     init_timeout_s: float = 30,
     shutdown_timeout_s: float = 10,
     env: Mapping[str, str] | None = None,
+    verbose: bool = False,
 ) -> list[ProcessResult]:
     """Runs `target` on every process of a fresh local JAX cluster; returns each result.
 
@@ -156,10 +157,14 @@ def launch_local(
         shutdown_timeout_s: how long a process that has returned waits for the others
             before the cluster gives up on them, from 1 to 3600 seconds (rounded up).
         env: extra environment variables for the processes, str names to str values.
+        verbose: keep the lines the gloo CPU collectives print as each process
+            connects to its peers ("[Gloo] Rank 0 is connected to 3 peer ranks ...")
+            in the outputs; by default they are left out.
 
     Returns:
         One `ProcessResult` per process, in process order: the target's return value
-        (None for a script) and everything the process printed.
+        (None for a script) and everything the process printed (without gloo's
+        connection lines, unless `verbose`).
 
     Raises:
         ClusterError: a process raised, crashed, was killed, exited without a result,
@@ -175,6 +180,9 @@ def launch_local(
         >>> [r.value for r in launch_local(hello, num_processes=2, devices_per_process=2)]
         [(0, 2, 4), (1, 2, 4)]
     """
+    if not isinstance(verbose, bool):
+        raise TypeError(f"verbose must be True or False, got {verbose!r}.")
+    shown: Callable[[str], str] = (lambda text: text) if verbose else without_gloo_lines
     script = isinstance(target, (str, os.PathLike))
     options = _args.check(
         script=script,
@@ -215,12 +223,12 @@ def launch_local(
         stages = [stage(job_dir, i) for i in range(count)]
         values = [record[1] for record in records if record is not None and record[0] == "ok"]
         if first is not None or reason or len(values) != count:
-            outputs = [read_output(path) for path in log_paths]
+            outputs = [shown(read_output(path)) for path in log_paths]
             culprit, message = report(
                 first, reason, codes, records, outputs, stages, exit_order=order
             )
             raise ClusterError(message, culprit, outputs)
-        outputs = [path.read_text(errors="replace") for path in log_paths]
+        outputs = [shown(path.read_text(errors="replace")) for path in log_paths]
     return [
         ProcessResult(index, value, output)
         for index, (value, output) in enumerate(zip(values, outputs, strict=True))

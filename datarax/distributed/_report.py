@@ -20,6 +20,31 @@ OUTPUT_BYTES = 64 * 1024
 _TAIL_LINES = 25
 _LINE_CHARS = 500
 _NATIVE_FRAME = re.compile(r"^\s*@\s+0x")  # a C++ stack frame of a failed check
+# What the gloo CPU collectives print as each process connects to its peers, in pieces:
+# two threads' lines can interleave, even inside one line.
+_GLOO_CONNECTED = re.compile(
+    r"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. "
+    r"Expected number of connected peer ranks is : \d+\n?"
+)
+_GLOO_WORDS = re.compile(
+    r"\[Gloo\] Rank | is connected to | peer ranks\. |Expected number of connected peer ranks is : "
+)
+
+
+def without_gloo_lines(text: str) -> str:
+    """`text` without gloo's "[Gloo] Rank 0 is connected to 3 peer ranks" lines.
+
+    Whole messages are removed until none is left (one may sit inside another); then
+    every line made only of pieces of such messages goes too.
+    """
+    previous = None
+    while previous != text:
+        previous, text = text, _GLOO_CONNECTED.sub("", text)
+    return "".join(
+        line
+        for line in text.splitlines(keepends=True)
+        if not _GLOO_WORDS.search(line) or re.sub(r"\d+", "", _GLOO_WORDS.sub("", line)).strip()
+    )
 
 
 def read_record(path: Path) -> tuple[str, Any] | None:

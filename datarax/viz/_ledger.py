@@ -223,7 +223,7 @@ def _heading(ledger: Any, per: str) -> str:
     line = f"{ledger.num_rows} rows, {format_spec(ledger.sharding)}"
     mesh = getattr(ledger.sharding, "mesh", None)
     line += f" on mesh {dict(mesh.shape)}" if isinstance(mesh, Mesh) else ""
-    line += f", {devices} devices"
+    line += f", {devices} device{'s' * (devices != 1)}"
     line += f" and {hosts} host{'s' * (hosts > 1)}"
     return line + (": one row of bars per host" if per == "host" else "")
 
