@@ -10,7 +10,6 @@ the sharder or pipeline that made them, and `clear_caches` leaves them alone.
 
 from __future__ import annotations
 
-import collections
 import functools
 import threading
 from collections.abc import Callable, Hashable
@@ -21,9 +20,10 @@ _registry: dict[str, BoundedCache[Any]] = {}
 
 
 class BoundedCache(Generic[Value]):
-    """A least-recently-used mapping of at most `maxsize` entries, safe across threads.
+    """A mapping of at most `maxsize` entries that drops its oldest beyond that.
 
-    Creating one registers it under `name`, so `clear_caches` reaches it.
+    Reads take no lock (a lookup is one dict access, on the hot path of every `shard`);
+    writes do. Creating one registers it under `name`, so `clear_caches` reaches it.
 
     Example:
         >>> cache = BoundedCache("example", maxsize=2)
@@ -36,25 +36,20 @@ class BoundedCache(Generic[Value]):
         if name in _registry:
             raise ValueError(f"A cache named {name!r} already exists.")
         self.name, self.maxsize = name, maxsize
-        self._entries: collections.OrderedDict[Hashable, Value] = collections.OrderedDict()
+        self._entries: dict[Hashable, Value] = {}
         self._lock = threading.Lock()
         _registry[name] = self
 
     def get(self, key: Hashable) -> Value | None:
         """The value stored under `key`, or None. Raises TypeError if `key` is unhashable."""
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
+        return self._entries.get(key)
 
     def put(self, key: Hashable, value: Value) -> None:
-        """Stores `value`, dropping the least recently used entry beyond `maxsize`."""
+        """Stores `value`, dropping the oldest entries beyond `maxsize`."""
         with self._lock:
             self._entries[key] = value
-            self._entries.move_to_end(key)
             while len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
+                del self._entries[next(iter(self._entries))]
 
     def pop(self, key: Hashable) -> None:
         """Forgets `key` (nothing happens when it is not stored)."""

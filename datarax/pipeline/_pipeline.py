@@ -39,7 +39,7 @@ from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, Rows, read_rows
 from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
-from datarax.sharding._exchange import feeding
+from datarax.sharding._exchange import FEEDING
 
 Batch = Any
 Stage = Callable[[Batch], Batch]
@@ -363,8 +363,11 @@ class Pipeline:
             batch = read_rows(self.source, rows)
         except StopIteration as error:
             raise stop_iteration_error("the source's __getitem__", error) from error
-        with feeding(self._crossing_hosts):
+        token = FEEDING.set(self._crossing_hosts)
+        try:
             batch = _run_stage(self.stages, "stages", batch)
+        finally:
+            FEEDING.reset(token)
         if self._global is not None:
             size = min(self.batch_size, self.source_length - self._next_batch * self.batch_size)
             placed = self._global.place(batch, size)

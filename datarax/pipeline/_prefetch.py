@@ -26,7 +26,7 @@ from jax.sharding import Sharding
 from datarax.pipeline._pipeline import stop_iteration_error
 from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import check_int, check_sharding_type
-from datarax.sharding._exchange import feeding
+from datarax.sharding._exchange import FEEDING
 from datarax.sharding.array_sharder import ArraySharder
 
 Batch = Any
@@ -75,11 +75,13 @@ def _produce(
                 return
             state = state_of() if state_of is not None else None
             if place is not None:
+                token = FEEDING.set(crossing_hosts)
                 try:
-                    with feeding(crossing_hosts):
-                        batch = place(batch)
+                    batch = place(batch)
                 except StopIteration as error:
                     raise stop_iteration_error("place", error) from error
+                finally:
+                    FEEDING.reset(token)
             channel.items.put((jax.block_until_ready(batch), state))
     except BaseException as error:  # carried to the consumer, re-raised there
         channel.items.put(_Failure(error))

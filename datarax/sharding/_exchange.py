@@ -8,16 +8,15 @@ instead of a hang. This is the only user of the coordinator client
 moved it rather than fall back to an exchange without a time limit.
 
 `crossing_hosts` is what a pipeline learns its batches reach other hosts from: a
-pipeline runs its stages inside `feeding(callback)`, and every builder of global
+pipeline runs its stages with its callback in `FEEDING`, and every builder of global
 arrays calls `crossing_hosts()` before its own exchange, however the sharder that
 calls it is held.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import jax
 
@@ -27,25 +26,17 @@ EXCHANGE_TIMEOUT_S = 120.0
 _KEY_PREFIX = "datarax/exchange"
 _BLOCK = 64  # rounds whose keys are removed together, once all processes are past them
 _rounds_done = [0]
-_feeding: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+# What `crossing_hosts` calls in this thread: a pipeline sets it around its stages (and
+# a prefetcher around its placement) with FEEDING.set(callback) / FEEDING.reset(token).
+FEEDING: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
     "datarax_feeding", default=None
 )
-
-
-@contextlib.contextmanager
-def feeding(callback: Callable[[], None] | None) -> Iterator[None]:
-    """Runs the body with `callback` as what `crossing_hosts` calls (in this thread)."""
-    token = _feeding.set(callback)
-    try:
-        yield
-    finally:
-        _feeding.reset(token)
 
 
 def crossing_hosts() -> None:
     """Says that a batch is about to become global arrays: the pipeline whose stage (or
     prefetcher) runs this, if any, then agrees with the other hosts on its epoch."""
-    callback = _feeding.get()
+    callback = FEEDING.get()
     if callback is not None:
         callback()
 
