@@ -1,0 +1,34 @@
+"""Stages for the worker tests: top-level, so worker processes can unpickle them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def scale(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {**batch, "x": batch["x"] * 3 + 1}
+
+
+def with_pid(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {**batch, "pid": np.full(len(batch["x"]), os.getpid())}
+
+
+def stop(batch: Any) -> Any:
+    raise StopIteration
+
+
+class FailOnce:
+    """Raises the first time it sees row `row`; a marker file remembers across processes."""
+
+    def __init__(self, row: int, marker: Path):
+        self.row, self.marker = row, marker
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.row in batch["x"] and not self.marker.exists():
+            self.marker.touch()
+            raise ValueError(f"row {self.row} is broken")
+        return batch
