@@ -108,48 +108,71 @@ def test_workers_is_a_count_fixed_once_built() -> None:
         _pipeline(2).workers = 0
 
 
-def test_no_worker_is_left_after_an_epoch_or_an_exception(tmp_path: Path) -> None:
-    pids = {int(pid) for batch in _pipeline(2, stages=(with_pid,)) for pid in batch["pid"]}
-    assert pids and not _gone(sorted(pids))
-    iterator = iter(_pipeline(2, stages=(with_pid, FailOnce(10, tmp_path / "failed"))))
+def test_no_worker_is_left_once_the_pipeline_is_gone(tmp_path: Path) -> None:
+    pipeline = _pipeline(2, stages=(with_pid, FailOnce(10, tmp_path / "failed")))
+    iterator = iter(pipeline)
     pids = {int(pid) for pid in next(iterator)["pid"]}
     with pytest.raises(ValueError, match="row 10"):
         next(iterator)
-    del iterator
+    pids |= {int(pid) for batch in iterator for pid in batch["pid"]}
+    assert pids and all(_running(pid) for pid in pids)  # they serve the next epoch too
+    del pipeline, iterator
     gc.collect()
     assert not _gone(sorted(pids))
 
 
 PARENT = """
-import os, sys, time
+import os, signal, sys, time
 import numpy as np
 from _worker_stages import with_pid
 from datarax.pipeline import Pipeline
 if __name__ == "__main__":
-    iterator = iter(Pipeline(source={"x": np.arange(64)}, stages=[with_pid], batch_size=8,
-                             workers=2))
+    pipeline = Pipeline(source={"x": np.arange(64)}, stages=[with_pid], batch_size=8,
+                        workers=2)
+    iterator = iter(pipeline)
     pids = {int(pid) for _ in range(4) for pid in next(iterator)["pid"]}
     print(*sorted(pids), flush=True)
-    time.sleep(60)
+    sys.stdin.readline()  # the test sends its signal, or a line to go on
+    if sys.argv[1] == "exception":
+        raise ValueError("the training loop failed")
 """
 
 
-def test_no_worker_is_left_when_the_parent_is_killed(tmp_path: Path) -> None:
+def test_no_worker_is_left_when_the_parent_ends_or_is_killed(tmp_path: Path) -> None:
+    """Four parents at once: one exits, one raises, one gets Ctrl-C, one SIGKILL."""
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
-    parent = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
-    )
+    endings = ("exit", "exception", "SIGINT", "SIGKILL")
+    parents = {
+        ending: subprocess.Popen(
+            [sys.executable, str(script), ending],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        for ending in endings
+    }
     try:
-        line = parent.stdout.readline() if parent.stdout else ""
-        pids = [int(pid) for pid in line.split()]
-        assert pids, "the parent printed no worker pid"
-        assert all(_running(pid) for pid in pids)
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(timeout=10)
-        assert not _gone(pids), "workers outlived their killed parent"
+        pids = {}
+        for ending, parent in parents.items():
+            assert parent.stdout is not None
+            pids[ending] = [int(pid) for pid in parent.stdout.readline().split()]
+            assert pids[ending] and all(_running(pid) for pid in pids[ending]), ending
+        for ending, parent in parents.items():
+            assert parent.stdin is not None
+            if ending.startswith("SIG"):
+                parent.send_signal(getattr(signal, ending))
+            else:
+                parent.stdin.write("go\n")
+                parent.stdin.flush()
+        for ending, parent in parents.items():
+            parent.wait(timeout=30)
+            assert not _gone(pids[ending]), f"workers outlived a parent that ended by {ending}"
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait(timeout=10)
+        for parent in parents.values():
+            if parent.poll() is None:
+                parent.kill()
+                parent.wait(timeout=10)

@@ -171,7 +171,9 @@ class Pipeline:
             rows and run `stages` in N worker processes, a few batches ahead, with the
             same batches in the same order; the source and stages must then be
             picklable (top-level functions or classes of a module), and each worker
-            holds its own copy of the source. The stages must stay on the host
+            holds its own copy of the source. The workers start at the first batch
+            and serve every epoch until the pipeline is garbage-collected or the
+            process exits. The stages must stay on the host
             (numpy): a stage that places batches on devices belongs in
             `device_stages` (which, like the placement of global batches, stays in
             this process) or in a pipeline with workers=0.
@@ -223,7 +225,11 @@ class Pipeline:
         self.source: ArraySource | RandomAccessSource = source
         self.source_length = len(source)
         self.workers = check_int("workers", workers, minimum=0)
-        self._payload = pickled_for_workers(source, self.stages) if self.workers else b""
+        self._host_workers: HostWorkers | None = None
+        if self.workers:
+            payload = pickled_for_workers(source, self.stages)
+            self._host_workers = HostWorkers(payload, self.workers)  # started when needed
+            weakref.finalize(self, self._host_workers.close)  # none outlives the pipeline
         self._seed = _shuffle_seed(rngs) if self.shuffle and rngs is not None else None
         rows, batch = self.source_length, self.batch_size
         self.num_batches = rows // batch if self.drop_remainder else -(-rows // batch)
@@ -363,7 +369,7 @@ class Pipeline:
         if not self._end_agreed:
             self._agree_on_end()
 
-    def _produce(self, order: np.ndarray | None, workers: HostWorkers | None = None) -> Batch:
+    def _produce(self, order: np.ndarray | None) -> Batch:
         """The next batch of the epoch whose row order is `order`, or StopIteration.
 
         The position moves on only once every stage has returned, so a batch whose
@@ -378,9 +384,9 @@ class Pipeline:
                 f"has {length} now. Batches and states follow from the source's length, so "
                 "build a new Pipeline over the changed source."
             )
-        if workers is not None:
+        if self._host_workers is not None:
             rows_of = functools.partial(self._rows, order)
-            batch = workers.batch(self._epoch, self._next_batch, self._end, rows_of)
+            batch = self._host_workers.batch(self._epoch, self._next_batch, self._end, rows_of)
         else:
             rows = self._rows(order, self._next_batch)
             try:
@@ -410,10 +416,6 @@ class _Epoch(Iterator[Batch]):
         self._order: np.ndarray | None = None
         self._started = False  # the epoch begins at the first next()
         self._finished = False
-        self._workers: HostWorkers | None = None
-        if pipeline.workers:
-            self._workers = HostWorkers(pipeline._payload, pipeline.workers)
-            weakref.finalize(self, self._workers.close)  # no worker outlives its iterator
 
     def __iter__(self) -> _Epoch:
         return self
@@ -428,8 +430,6 @@ class _Epoch(Iterator[Batch]):
         if self._finished:
             raise StopIteration
         if self._generation != pipeline._generation:
-            if self._workers is not None:
-                self._workers.close()
             raise RuntimeError(
                 "This iterator over the pipeline was superseded by a newer "
                 "iter(pipeline) or set_state (zip(p, p), a loop over p inside a loop over "
@@ -439,9 +439,7 @@ class _Epoch(Iterator[Batch]):
         if not self._started:
             self._order, self._started = pipeline._start_epoch(), True
         try:
-            return pipeline._produce(self._order, self._workers)
+            return pipeline._produce(self._order)
         except StopIteration:
             self._finished = True
-            if self._workers is not None:
-                self._workers.close()
             raise

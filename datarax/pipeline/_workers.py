@@ -9,10 +9,11 @@ of one batch, and its answer the batch, pickled back. The parent keeps the order
 asks for batch k and for a bounded number after it (``2 * N`` in flight), and takes
 them back in order, so the batches are the ones ``workers=0`` makes.
 
-No worker outlives its use: the pool closes when its epoch ends, when its iterator is
-superseded or collected, and at exit. A worker ignores Ctrl-C (the parent handles it
-and closes the pool), and a thread in each worker ends it within `_WATCH_S` once the
-pipeline's process is gone, even after a SIGKILL; the forkserver then exits too.
+The workers start at the pipeline's first batch and serve all its epochs. None
+outlives its use: the pool closes when the pipeline is collected, and at exit. A
+worker ignores Ctrl-C (the parent handles it and closes the pool), and a thread in
+each worker ends it within `_WATCH_S` once the pipeline's process is gone, even
+after a SIGKILL; the forkserver then exits too.
 """
 
 from __future__ import annotations
@@ -54,14 +55,18 @@ def pickled_for_workers(source: Any, stages: Sequence[Callable[[Any], Any]]) -> 
         TypeError: one of them cannot be pickled, or is defined in an interactive
             ``__main__`` (a notebook cell), which a worker process cannot import.
     """
-    interactive = not hasattr(sys.modules.get("__main__"), "__file__")
+    main = sys.modules.get("__main__")
+    # A worker re-imports a script's __main__ by its path, but not a notebook's, an
+    # interactive session's or a module's run with -m.
+    unimportable = not hasattr(main, "__file__") or getattr(main, "__spec__", None) is not None
     for name, what in (("source", source), *((f"stages[{i}]", s) for i, s in enumerate(stages))):
         try:
             payload = pickle.dumps(what)
         except Exception as error:  # pickle raises several types: each one is this refusal
             raise _refusal(name, what, f"cannot be pickled ({error})") from error
-        if interactive and b"__main__" in payload:
-            raise _refusal(name, what, "is defined in a notebook or an interactive session")
+        if unimportable and b"__main__" in payload:
+            why = "is defined in __main__ (a notebook, a session or a module run with -m)"
+            raise _refusal(name, what, why)
     return pickle.dumps((source, tuple(stages)))
 
 
@@ -115,7 +120,7 @@ def _make_batch(rows: Rows) -> Any:
 
 
 class HostWorkers:
-    """`workers` processes making one epoch's host batches, ahead of the parent, in order.
+    """`workers` processes making a pipeline's host batches, ahead of the parent, in order.
 
     `batch` returns batch `index` of `epoch` and keeps the next ones in flight; a
     batch whose making raised is forgotten, so asking again makes it again.
