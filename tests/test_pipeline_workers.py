@@ -10,10 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 from _worker_stages import FailOnce, scale, stop, with_pid
 from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
 
 from datarax.pipeline import Pipeline
 
@@ -176,3 +178,22 @@ def test_no_worker_is_left_when_the_parent_ends_or_is_killed(tmp_path: Path) -> 
             if parent.poll() is None:
                 parent.kill()
                 parent.wait(timeout=10)
+
+
+def test_workers_give_the_global_batches_of_workers_0() -> None:
+    mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+
+    def run(workers: int) -> list[tuple[list[float], NamedSharding]]:
+        pipeline = Pipeline(
+            source=SOURCE,
+            stages=[scale],
+            batch_size=16,
+            shuffle=True,
+            rngs=nnx.Rngs(1),
+            sharding=sharding,
+            workers=workers,
+        )
+        return [(np.asarray(b["x"]).tolist(), b["x"].sharding) for b in pipeline]
+
+    assert run(2) == run(0)
