@@ -32,3 +32,27 @@ class FailOnce:
             self.marker.touch()
             raise ValueError(f"row {self.row} is broken")
         return batch
+
+
+class _Picky(Exception):
+    def __init__(self, *, reason: str):
+        super().__init__(reason)
+
+
+def picky(batch: Any) -> Any:
+    raise _Picky(reason="cannot be rebuilt from its args")
+
+
+def exit_once(marker: Path) -> Any:
+    return _ExitOnce(marker)
+
+
+class _ExitOnce:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __call__(self, batch: Any) -> Any:
+        if not self.marker.exists():
+            self.marker.touch()
+            os._exit(3)  # a worker that dies, as if killed
+        return batch

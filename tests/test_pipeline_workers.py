@@ -13,7 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from _worker_stages import FailOnce, scale, stop, with_pid
+from _worker_stages import FailOnce, exit_once, picky, scale, stop, with_pid
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
@@ -93,6 +93,20 @@ def test_a_failing_stage_in_a_worker_is_raised_named_and_retried(tmp_path: Path)
 def test_stop_iteration_in_a_worker_is_an_error() -> None:
     with pytest.raises(RuntimeError, match=r"stages\[1\] raised StopIteration"):
         next(iter(_pipeline(1, stages=(scale, stop))))
+
+
+def test_an_exception_that_cannot_cross_processes_is_still_named() -> None:
+    with pytest.raises(RuntimeError, match=r"stages\[0\] raised _Picky.*workers=0"):
+        next(iter(_pipeline(1, stages=(picky,))))
+
+
+def test_a_dead_worker_is_an_error_and_the_next_call_starts_new_ones(tmp_path: Path) -> None:
+    iterator = iter(_pipeline(2, stages=(scale, exit_once(tmp_path / "died"))))
+    batches = []
+    with pytest.raises(RuntimeError, match="worker process died"):
+        for _ in range(len(_pipeline(0))):  # the batches done before the death come first
+            batches.append(next(iterator))
+    assert _values([*batches, *iterator]) == _values(_pipeline(0))
 
 
 def test_a_stage_workers_cannot_unpickle_is_refused() -> None:

@@ -115,8 +115,23 @@ def _make_batch(rows: Rows) -> Any:
             batch = call_stage(stage, f"stages[{position}]", batch)
         except Exception as error:
             error.add_note(f"Raised by stages[{position}] in a pipeline worker process.")
+            if not _round_trips(error):
+                raise RuntimeError(
+                    f"stages[{position}] raised {error!r} in a pipeline worker process, an "
+                    "exception that cannot be rebuilt from its pickle to reach you here "
+                    "(it needs arguments its args do not hold). Run with workers=0 to get "
+                    "it as it is."
+                ) from None
             raise
     return batch
+
+
+def _round_trips(error: BaseException) -> bool:
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:  # any failure to rebuild it means the parent could not either
+        return False
+    return True
 
 
 class HostWorkers:
