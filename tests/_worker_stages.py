@@ -56,3 +56,41 @@ class _ExitOnce:
             self.marker.touch()
             os._exit(3)  # a worker that dies, as if killed
         return batch
+
+
+def rows_read(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each row carries how many rows this host read of its batch."""
+    return {**batch, "read": np.full(len(batch["x"]), len(batch["x"]))}
+
+
+def two_host_check() -> dict[int, list[Any]]:
+    """On each host of a cluster: its shards of every global batch, workers=0 and =2."""
+    import jax
+    from flax import nnx
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from datarax.pipeline import Pipeline
+
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+    shards = {}
+    for workers in (0, 2):
+        pipeline = Pipeline(
+            source={"x": np.arange(64)},
+            stages=[scale, rows_read],
+            batch_size=8,
+            shuffle=True,
+            rngs=nnx.Rngs(2),
+            sharding=sharding,
+            workers=workers,
+        )
+        shards[workers] = [
+            [
+                (np.asarray(s.data).tolist(), np.asarray(r.data).tolist())
+                for s, r in zip(
+                    b["x"].addressable_shards, b["read"].addressable_shards, strict=True
+                )
+            ]
+            for b in pipeline
+        ]
+    return shards

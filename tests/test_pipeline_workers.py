@@ -13,10 +13,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from _worker_stages import FailOnce, exit_once, picky, scale, stop, with_pid
+from _worker_stages import FailOnce, exit_once, picky, scale, stop, two_host_check, with_pid
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from datarax.distributed import launch_local
 from datarax.pipeline import Pipeline
 
 SOURCE = {"x": np.arange(100), "y": np.arange(100) * 0.5}
@@ -211,3 +212,12 @@ def test_workers_give_the_global_batches_of_workers_0() -> None:
         return [(np.asarray(b["x"]).tolist(), b["x"].sharding) for b in pipeline]
 
     assert run(2) == run(0)
+
+
+def test_workers_on_two_hosts_give_the_shards_of_workers_0() -> None:
+    runs = launch_local(two_host_check, num_processes=2, devices_per_process=2, timeout_s=90)
+    for run in runs:
+        assert run.value[2] == run.value[0]
+        assert len(run.value[2]) == 8  # 64 rows in global batches of 8
+        for batch in run.value[2]:
+            assert all(read == [4, 4] for _, read in batch)  # each host read B/P = 4 rows
