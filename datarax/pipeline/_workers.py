@@ -35,7 +35,6 @@ from datarax.pipeline._sources import Rows, read_rows
 _WATCH_S = 0.2  # how often a worker checks that its parent is still there
 _AHEAD_PER_WORKER = 2  # batches in flight per worker
 _context = multiprocessing.get_context("forkserver")
-_context.set_forkserver_preload([__name__])  # workers start with the library imported
 _work: tuple[Any, tuple[Callable[[Any], Any], ...]] | None = None  # (source, stages), per worker
 
 
@@ -153,6 +152,9 @@ class HostWorkers:
         for key in [key for key in self._pending if key not in wanted]:
             self._pending.pop(key).cancel()  # another epoch or position: not needed now
         if self._pool is None:
+            # Set only when workers are used: the forkserver then starts with the
+            # library imported, so every worker forked from it starts in milliseconds.
+            _context.set_forkserver_preload([__name__])
             self._pool = ProcessPoolExecutor(
                 self._workers,
                 mp_context=_context,
