@@ -94,3 +94,9 @@ def two_host_check() -> dict[int, list[Any]]:
             for b in pipeline
         ]
     return shards
+
+
+def to_device(batch: dict[str, np.ndarray]) -> Any:
+    import jax
+
+    return jax.device_put(batch)

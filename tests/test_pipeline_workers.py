@@ -13,7 +13,16 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from _worker_stages import FailOnce, exit_once, picky, scale, stop, two_host_check, with_pid
+from _worker_stages import (
+    FailOnce,
+    exit_once,
+    picky,
+    scale,
+    stop,
+    to_device,
+    two_host_check,
+    with_pid,
+)
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
@@ -94,6 +103,11 @@ def test_a_failing_stage_in_a_worker_is_raised_named_and_retried(tmp_path: Path)
 def test_stop_iteration_in_a_worker_is_an_error() -> None:
     with pytest.raises(RuntimeError, match=r"stages\[1\] raised StopIteration"):
         next(iter(_pipeline(1, stages=(scale, stop))))
+
+
+def test_a_stage_that_places_on_devices_in_a_worker_is_an_error() -> None:
+    with pytest.raises(TypeError, match=r"stages\[1\] returned jax.Arrays in a pipeline worker"):
+        next(iter(_pipeline(1, stages=(scale, to_device))))
 
 
 def test_an_exception_that_cannot_cross_processes_is_still_named() -> None:

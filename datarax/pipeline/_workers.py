@@ -10,7 +10,9 @@ asks for batch k and for a bounded number after it (``2 * N`` in flight), and ta
 them back in order, so the batches are the ones ``workers=0`` makes.
 
 The workers start at the pipeline's first batch and serve all its epochs. None
-outlives its use: the pool closes when the pipeline is collected, and at exit. A
+outlives its use: the pool closes when the pipeline is collected, and at exit (a stage
+that never returns holds up exit, as in any ProcessPoolExecutor). A stage in a worker
+must return host data: jax.Arrays there are an error naming the stage. A
 worker ignores Ctrl-C (the parent handles it and closes the pool), and a thread in
 each worker ends it within `_WATCH_S` once the pipeline's process is gone, even
 after a SIGKILL; the forkserver then exits too.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import pickletools
 import signal
 import sys
 import threading
@@ -29,6 +32,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+import jax
 
 from datarax.pipeline._sources import Rows, read_rows
 
@@ -60,13 +65,22 @@ def pickled_for_workers(source: Any, stages: Sequence[Callable[[Any], Any]]) -> 
     unimportable = not hasattr(main, "__file__") or getattr(main, "__spec__", None) is not None
     for name, what in (("source", source), *((f"stages[{i}]", s) for i, s in enumerate(stages))):
         try:
-            payload = pickle.dumps(what)
+            payload = pickle.dumps(what, protocol=2)  # names every global it needs
         except Exception as error:  # pickle raises several types: each one is this refusal
             raise _refusal(name, what, f"cannot be pickled ({error})") from error
-        if unimportable and b"__main__" in payload:
+        if unimportable and "__main__" in _modules_named(payload):
             why = "is defined in __main__ (a notebook, a session or a module run with -m)"
             raise _refusal(name, what, why)
     return pickle.dumps((source, tuple(stages)))
+
+
+def _modules_named(payload: bytes) -> set[str]:
+    """The modules a protocol-2 pickle imports to load (its GLOBAL opcodes)."""
+    return {
+        str(argument).split(" ")[0]
+        for opcode, argument, _ in pickletools.genops(payload)
+        if opcode.name == "GLOBAL"
+    }
 
 
 def _alive(pid: int) -> bool:
@@ -112,6 +126,13 @@ def _make_batch(rows: Rows) -> Any:
     for position, stage in enumerate(stages):
         try:
             batch = call_stage(stage, f"stages[{position}]", batch)
+            if any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(batch)):
+                raise TypeError(
+                    f"stages[{position}] returned jax.Arrays in a pipeline worker process, "
+                    "whose devices are not this program's: a stage that places batches on "
+                    "devices (a sharder's shard) belongs in device_stages, or in a pipeline "
+                    "with workers=0."
+                )
         except Exception as error:
             error.add_note(f"Raised by stages[{position}] in a pipeline worker process.")
             if not _round_trips(error):
