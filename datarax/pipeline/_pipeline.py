@@ -25,7 +25,9 @@ from that state alike on every host.
 
 from __future__ import annotations
 
+import functools
 import json
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -38,6 +40,7 @@ from datarax.pipeline._agreement import agree, agree_on_batches_left
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, Rows, read_rows
 from datarax.pipeline._state import check_pipeline_state
+from datarax.pipeline._workers import HostWorkers, pickled_for_workers
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
 from datarax.sharding._exchange import FEEDING
 
@@ -56,6 +59,7 @@ _FIXED = frozenset(
         "source_length",
         "stages",
         "uneven_hosts",
+        "workers",
     }
 )
 
@@ -105,20 +109,25 @@ def stop_iteration_error(where: str, error: StopIteration) -> RuntimeError:
     )
 
 
+def call_stage(stage: Stage, where: str, batch: Batch) -> Batch:
+    """`stage` applied to `batch`; `where` (``stages[0]``) names it in the errors."""
+    try:
+        return stage(batch)
+    except StopIteration as error:
+        raise stop_iteration_error(where, error) from error
+    except ValueError as error:
+        if "read-only" not in str(error):
+            raise
+        raise ValueError(
+            f"{where} wrote into its batch in place, but a pipeline's host "
+            "batches are read-only (views of the source, which must not change). "
+            "Return new arrays instead, e.g. {**batch, 'x': batch['x'] * 2}."
+        ) from error
+
+
 def _run_stage(stages: tuple[Stage, ...], name: str, batch: Batch) -> Batch:
     for position, stage in enumerate(stages):
-        try:
-            batch = stage(batch)
-        except StopIteration as error:
-            raise stop_iteration_error(f"{name}[{position}]", error) from error
-        except ValueError as error:
-            if "read-only" not in str(error):
-                raise
-            raise ValueError(
-                f"{name}[{position}] wrote into its batch in place, but a pipeline's host "
-                "batches are read-only (views of the source, which must not change). "
-                "Return new arrays instead, e.g. {**batch, 'x': batch['x'] * 2}."
-            ) from error
+        batch = call_stage(stage, f"{name}[{position}]", batch)
     return batch
 
 
@@ -158,6 +167,16 @@ class Pipeline:
         uneven_hosts: when per-host pipelines have different numbers of batches in
             an epoch: ``"stop"`` (default) makes every host stop at the smallest,
             ``"raise"`` raises a ValueError on every host naming each host's count.
+        workers: 0 (default): read and run `stages` in this process. N > 0: read the
+            rows and run `stages` in N worker processes, a few batches ahead, with the
+            same batches in the same order; the source and stages must then be
+            picklable (top-level functions or classes of a module), and each worker
+            holds its own copy of the source. The workers start at the first batch
+            and serve every epoch until the pipeline is garbage-collected or the
+            process exits. The stages must stay on the host
+            (numpy): a stage that places batches on devices belongs in
+            `device_stages` (which, like the placement of global batches, stays in
+            this process) or in a pipeline with workers=0.
 
     Example:
         >>> pipeline = Pipeline(source={"x": np.arange(10)}, stages=[lambda b: b["x"] * 2],
@@ -179,6 +198,7 @@ class Pipeline:
         device_stages: Sequence[Stage] = (),
         multihost: bool | None = None,
         uneven_hosts: Literal["stop", "raise"] = "stop",
+        workers: int = 0,
     ):
         self.batch_size = check_int("batch_size", batch_size)
         self.shuffle = check_bool("shuffle", shuffle)
@@ -204,6 +224,12 @@ class Pipeline:
             )
         self.source: ArraySource | RandomAccessSource = source
         self.source_length = len(source)
+        self.workers = check_int("workers", workers, minimum=0)
+        self._host_workers: HostWorkers | None = None
+        if self.workers:
+            payload = pickled_for_workers(source, self.stages)
+            self._host_workers = HostWorkers(payload, self.workers)  # started when needed
+            weakref.finalize(self, self._host_workers.close)  # none outlives the pipeline
         self._seed = _shuffle_seed(rngs) if self.shuffle and rngs is not None else None
         rows, batch = self.source_length, self.batch_size
         self.num_batches = rows // batch if self.drop_remainder else -(-rows // batch)
@@ -358,16 +384,20 @@ class Pipeline:
                 f"has {length} now. Batches and states follow from the source's length, so "
                 "build a new Pipeline over the changed source."
             )
-        rows = self._rows(order, self._next_batch)
-        try:
-            batch = read_rows(self.source, rows)
-        except StopIteration as error:
-            raise stop_iteration_error("the source's __getitem__", error) from error
-        token = FEEDING.set(self._crossing_hosts)
-        try:
-            batch = _run_stage(self.stages, "stages", batch)
-        finally:
-            FEEDING.reset(token)
+        if self._host_workers is not None:
+            rows_of = functools.partial(self._rows, order)
+            batch = self._host_workers.batch(self._epoch, self._next_batch, self._end, rows_of)
+        else:
+            rows = self._rows(order, self._next_batch)
+            try:
+                batch = read_rows(self.source, rows)
+            except StopIteration as error:
+                raise stop_iteration_error("the source's __getitem__", error) from error
+            token = FEEDING.set(self._crossing_hosts)
+            try:
+                batch = _run_stage(self.stages, "stages", batch)
+            finally:
+                FEEDING.reset(token)
         if self._global is not None:
             size = min(self.batch_size, self.source_length - self._next_batch * self.batch_size)
             placed = self._global.place(batch, size)

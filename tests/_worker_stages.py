@@ -1,0 +1,102 @@
+"""Stages for the worker tests: top-level, so worker processes can unpickle them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def scale(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {**batch, "x": batch["x"] * 3 + 1}
+
+
+def with_pid(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {**batch, "pid": np.full(len(batch["x"]), os.getpid())}
+
+
+def stop(batch: Any) -> Any:
+    raise StopIteration
+
+
+class FailOnce:
+    """Raises the first time it sees row `row`; a marker file remembers across processes."""
+
+    def __init__(self, row: int, marker: Path):
+        self.row, self.marker = row, marker
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.row in batch["x"] and not self.marker.exists():
+            self.marker.touch()
+            raise ValueError(f"row {self.row} is broken")
+        return batch
+
+
+class _Picky(Exception):
+    def __init__(self, *, reason: str):
+        super().__init__(reason)
+
+
+def picky(batch: Any) -> Any:
+    raise _Picky(reason="cannot be rebuilt from its args")
+
+
+def exit_once(marker: Path) -> Any:
+    return _ExitOnce(marker)
+
+
+class _ExitOnce:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __call__(self, batch: Any) -> Any:
+        if not self.marker.exists():
+            self.marker.touch()
+            os._exit(3)  # a worker that dies, as if killed
+        return batch
+
+
+def rows_read(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each row carries how many rows this host read of its batch."""
+    return {**batch, "read": np.full(len(batch["x"]), len(batch["x"]))}
+
+
+def two_host_check() -> dict[int, list[Any]]:
+    """On each host of a cluster: its shards of every global batch, workers=0 and =2."""
+    import jax
+    from flax import nnx
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from datarax.pipeline import Pipeline
+
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+    shards = {}
+    for workers in (0, 2):
+        pipeline = Pipeline(
+            source={"x": np.arange(64)},
+            stages=[scale, rows_read],
+            batch_size=8,
+            shuffle=True,
+            rngs=nnx.Rngs(2),
+            sharding=sharding,
+            workers=workers,
+        )
+        shards[workers] = [
+            [
+                (np.asarray(s.data).tolist(), np.asarray(r.data).tolist())
+                for s, r in zip(
+                    b["x"].addressable_shards, b["read"].addressable_shards, strict=True
+                )
+            ]
+            for b in pipeline
+        ]
+    return shards
+
+
+def to_device(batch: dict[str, np.ndarray]) -> Any:
+    import jax
+
+    return jax.device_put(batch)

@@ -1,0 +1,237 @@
+"""`Pipeline(workers=N)`: host stages in worker processes, with the batches of workers=0."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from _worker_stages import (
+    FailOnce,
+    exit_once,
+    picky,
+    scale,
+    stop,
+    to_device,
+    two_host_check,
+    with_pid,
+)
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+from datarax.distributed import launch_local
+from datarax.pipeline import Pipeline
+
+SOURCE = {"x": np.arange(100), "y": np.arange(100) * 0.5}
+HERE = Path(__file__).resolve().parent
+
+
+def _pipeline(workers: int, shuffle: bool = False, stages: tuple = (scale,)) -> Pipeline:
+    rngs = nnx.Rngs(3) if shuffle else None
+    return Pipeline(
+        source=SOURCE,
+        stages=list(stages),
+        batch_size=8,
+        shuffle=shuffle,
+        rngs=rngs,
+        drop_remainder=False,
+        workers=workers,
+    )
+
+
+def _values(batches: object) -> list[list[float]]:
+    return [[*b["x"].tolist(), *b["y"].tolist()] for b in batches]  # type: ignore[attr-defined]
+
+
+def _gone(pids: list[int], within_s: float = 10.0) -> list[int]:
+    """The pids still running after `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in alive if _running(pid)]
+    return alive
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_workers_give_the_batches_of_workers_0(shuffle: bool) -> None:
+    pipeline, reference = _pipeline(2, shuffle), _pipeline(0, shuffle)
+    for _ in range(2):  # two epochs: the second shuffles another way
+        assert _values(pipeline) == _values(reference)
+
+
+def test_workers_resume_mid_epoch_exactly() -> None:
+    pipeline, reference = _pipeline(2, shuffle=True), _pipeline(0, shuffle=True)
+    iterator = iter(pipeline)
+    for _ in range(5):
+        next(iterator)
+    state = pipeline.get_state()
+    resumed = _pipeline(2, shuffle=True)
+    resumed.set_state(state)
+    reference.set_state(state)
+    assert _values(resumed) == _values(reference)
+    assert _values(iterator) == _values(_pipeline(0, shuffle=True))[5:]
+
+
+def test_a_failing_stage_in_a_worker_is_raised_named_and_retried(tmp_path: Path) -> None:
+    pipeline = _pipeline(2, stages=(scale, FailOnce(3 * 20 + 1, tmp_path / "failed")))
+    iterator = iter(pipeline)
+    assert _values([next(iterator), next(iterator)]) == _values(_pipeline(0))[:2]
+    with pytest.raises(ValueError, match="row 61 is broken") as raised:
+        next(iterator)
+    assert "stages[1]" in " ".join(getattr(raised.value, "__notes__", []))
+    assert pipeline.get_state()["batch_index"] == 2  # not consumed
+    assert _values(iterator) == _values(_pipeline(0))[2:]
+
+
+def test_stop_iteration_in_a_worker_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match=r"stages\[1\] raised StopIteration"):
+        next(iter(_pipeline(1, stages=(scale, stop))))
+
+
+def test_a_stage_that_places_on_devices_in_a_worker_is_an_error() -> None:
+    with pytest.raises(TypeError, match=r"stages\[1\] returned jax.Arrays in a pipeline worker"):
+        next(iter(_pipeline(1, stages=(scale, to_device))))
+
+
+def test_an_exception_that_cannot_cross_processes_is_still_named() -> None:
+    with pytest.raises(RuntimeError, match=r"stages\[0\] raised _Picky.*workers=0"):
+        next(iter(_pipeline(1, stages=(picky,))))
+
+
+def test_a_dead_worker_is_an_error_and_the_next_call_starts_new_ones(tmp_path: Path) -> None:
+    iterator = iter(_pipeline(2, stages=(scale, exit_once(tmp_path / "died"))))
+    batches = []
+    with pytest.raises(RuntimeError, match="worker process died"):
+        for _ in range(len(_pipeline(0))):  # the batches done before the death come first
+            batches.append(next(iterator))
+    assert _values([*batches, *iterator]) == _values(_pipeline(0))
+
+
+def test_a_stage_workers_cannot_unpickle_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"stages\[1\] .*cannot be pickled.*workers=0"):
+        _pipeline(2, stages=(scale, lambda b: b))
+    _pipeline(0, stages=(scale, lambda b: b))  # in this process a lambda is fine
+
+
+def test_workers_is_a_count_fixed_once_built() -> None:
+    with pytest.raises(ValueError, match="workers must be an int >= 0"):
+        _pipeline(-1)
+    with pytest.raises(TypeError, match="workers must be an int"):
+        _pipeline(True)  # type: ignore[arg-type]
+    with pytest.raises(AttributeError, match="fixed"):
+        _pipeline(2).workers = 0
+
+
+def test_no_worker_is_left_once_the_pipeline_is_gone(tmp_path: Path) -> None:
+    pipeline = _pipeline(2, stages=(with_pid, FailOnce(10, tmp_path / "failed")))
+    iterator = iter(pipeline)
+    pids = {int(pid) for pid in next(iterator)["pid"]}
+    with pytest.raises(ValueError, match="row 10"):
+        next(iterator)
+    pids |= {int(pid) for batch in iterator for pid in batch["pid"]}
+    assert pids and all(_running(pid) for pid in pids)  # they serve the next epoch too
+    del pipeline, iterator
+    gc.collect()
+    assert not _gone(sorted(pids))
+
+
+PARENT = """
+import os, signal, sys, time
+import numpy as np
+from _worker_stages import with_pid
+from datarax.pipeline import Pipeline
+if __name__ == "__main__":
+    pipeline = Pipeline(source={"x": np.arange(64)}, stages=[with_pid], batch_size=8,
+                        workers=2)
+    iterator = iter(pipeline)
+    pids = {int(pid) for _ in range(4) for pid in next(iterator)["pid"]}
+    print(*sorted(pids), flush=True)
+    sys.stdin.readline()  # the test sends its signal, or a line to go on
+    if sys.argv[1] == "exception":
+        raise ValueError("the training loop failed")
+"""
+
+
+def test_no_worker_is_left_when_the_parent_ends_or_is_killed(tmp_path: Path) -> None:
+    """Four parents at once: one exits, one raises, one gets Ctrl-C, one SIGKILL."""
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
+    endings = ("exit", "exception", "SIGINT", "SIGKILL")
+    parents = {
+        ending: subprocess.Popen(
+            [sys.executable, str(script), ending],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        for ending in endings
+    }
+    try:
+        pids = {}
+        for ending, parent in parents.items():
+            assert parent.stdout is not None
+            pids[ending] = [int(pid) for pid in parent.stdout.readline().split()]
+            assert pids[ending] and all(_running(pid) for pid in pids[ending]), ending
+        for ending, parent in parents.items():
+            assert parent.stdin is not None
+            if ending.startswith("SIG"):
+                parent.send_signal(getattr(signal, ending))
+            else:
+                parent.stdin.write("go\n")
+                parent.stdin.flush()
+        for ending, parent in parents.items():
+            parent.wait(timeout=30)
+            assert not _gone(pids[ending]), f"workers outlived a parent that ended by {ending}"
+    finally:
+        for parent in parents.values():
+            if parent.poll() is None:
+                parent.kill()
+                parent.wait(timeout=10)
+
+
+def test_workers_give_the_global_batches_of_workers_0() -> None:
+    mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+
+    def run(workers: int) -> list[tuple[list[float], NamedSharding]]:
+        pipeline = Pipeline(
+            source=SOURCE,
+            stages=[scale],
+            batch_size=16,
+            shuffle=True,
+            rngs=nnx.Rngs(1),
+            sharding=sharding,
+            workers=workers,
+        )
+        return [(np.asarray(b["x"]).tolist(), b["x"].sharding) for b in pipeline]
+
+    assert run(2) == run(0)
+
+
+def test_workers_on_two_hosts_give_the_shards_of_workers_0() -> None:
+    runs = launch_local(two_host_check, num_processes=2, devices_per_process=2, timeout_s=90)
+    for run in runs:
+        assert run.value[2] == run.value[0]
+        assert len(run.value[2]) == 8  # 64 rows in global batches of 8
+        for batch in run.value[2]:
+            assert all(read == [4, 4] for _, read in batch)  # each host read B/P = 4 rows
