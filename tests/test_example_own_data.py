@@ -10,31 +10,15 @@ global rows and the final parameters must equal those of a run in this process.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from _example_script import SCRIPT, load_example, read_log
 
 from datarax.distributed import launch_local
 
-SCRIPT = Path(__file__).parents[1] / "examples" / "train_data_parallel.py"
 STEPS, ROWS, BATCH = 6, 96, 16
-
-
-def _example() -> Any:
-    spec = importlib.util.spec_from_file_location("train_data_parallel", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _log(path: Path) -> dict[int, dict[str, Any]]:
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return {line["step"]: line for line in lines}
 
 
 def _write_folder(folder: Path) -> Path:
@@ -52,7 +36,7 @@ def test_own_data_on_2_processes_with_model_across_hosts(tmp_path: Path) -> None
     options = ["--data", str(folder), "--inputs", "image", "--targets", "label"]
     options += ["--steps", str(STEPS), "--batch-size", str(BATCH)]
     reference_log = tmp_path / "reference.jsonl"
-    reference = _example().train(
+    reference = load_example().train(
         STEPS,
         BATCH,
         log_rows=str(reference_log),
@@ -73,7 +57,7 @@ def test_own_data_on_2_processes_with_model_across_hosts(tmp_path: Path) -> None
     assert "2 processes, 4 devices, from step 0" in output
     assert "mesh {'model': 2, 'data': 2}" in output and "axes across hosts: model\n" in output
     assert all("[Gloo]" not in run.output for run in runs)
-    found, expected = _log(log), _log(reference_log)
+    found, expected = read_log(log), read_log(reference_log)
     assert sorted(found) == list(range(1, STEPS + 1))
     for step in range(1, STEPS + 1):
         assert found[step]["rows"] == expected[step]["rows"], step
@@ -85,7 +69,7 @@ def test_own_data_on_2_processes_with_model_across_hosts(tmp_path: Path) -> None
 
 
 def test_a_folder_without_npy_or_with_uneven_rows_is_named(tmp_path: Path) -> None:
-    example = _example()
+    example = load_example()
     with pytest.raises(ValueError, match=r"has no \.npy file"):
         example.load_folder(tmp_path)
     np.save(tmp_path / "a.npy", np.zeros((4, 2)))
@@ -110,11 +94,11 @@ def test_a_folder_without_npy_or_with_uneven_rows_is_named(tmp_path: Path) -> No
 )
 def test_mesh_option_errors(text: str, message: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=message):
-        _example().parse_mesh(text)
+        load_example().parse_mesh(text)
 
 
 def test_mesh_sizes_must_fit_the_devices() -> None:
-    example = _example()
+    example = load_example()
     assert example.parse_mesh("data=4, model=-1") == {"data": 4, "model": -1}
     assert dict(example.build_mesh({"data": 4, "model": -1}).shape) == {"data": 4, "model": 2}
     with pytest.raises(ValueError, match="does not fit the 8 devices"):

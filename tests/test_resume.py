@@ -9,38 +9,21 @@ parameters must equal those of an uninterrupted single-process run.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from _example_script import SCRIPT, load_example, read_log
 
 from datarax.distributed import ClusterError, launch_local
 
-SCRIPT = Path(__file__).parents[1] / "examples" / "train_data_parallel.py"
 STEPS = 8
-
-
-def _example() -> Any:
-    spec = importlib.util.spec_from_file_location("train_data_parallel", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _log(path: Path) -> dict[int, dict[str, Any]]:
-    """Each step's line; a step done twice (after a restore) keeps the later line."""
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return {line["step"]: line for line in lines}
 
 
 def test_preempted_on_2_processes_resumed_on_4_and_on_1(tmp_path: Path) -> None:
     reference_log = tmp_path / "reference.jsonl"
-    reference = _example().train(STEPS, log_rows=str(reference_log))
+    reference = load_example().train(STEPS, log_rows=str(reference_log))
     args = ["--steps", str(STEPS), "--checkpoint-dir", str(tmp_path / "ckpt"), "--save-every", "2"]
     log = tmp_path / "rows.jsonl"
     with pytest.raises(ClusterError) as killed:
@@ -51,25 +34,25 @@ def test_preempted_on_2_processes_resumed_on_4_and_on_1(tmp_path: Path) -> None:
             timeout_s=120,
         )
     assert killed.value.process_index == 1 and "killed by SIGKILL" in str(killed.value)
-    before = _log(log)
+    before = read_log(log)
     assert sorted(before) == [1, 2, 3]  # step 3 ran but was not saved: it is redone
     # The same checkpoint resumed alone, in this process (8 devices), from a copy.
     alone_log = tmp_path / "alone.jsonl"
     shutil.copy(log, alone_log)
     shutil.copytree(tmp_path / "ckpt", tmp_path / "ckpt-alone")
-    alone = _example().train(
+    alone = load_example().train(
         STEPS, checkpoint_dir=str(tmp_path / "ckpt-alone"), save_every=2, log_rows=str(alone_log)
     )
     runs = launch_local(
         SCRIPT, num_processes=4, args=[*args, "--log-rows", str(log)], timeout_s=120
     )
     assert "4 processes, 8 devices, from step 2" in runs[0].output
-    resumed = _log(log)
-    expected = _log(reference_log)
+    resumed = read_log(log)
+    expected = read_log(reference_log)
     assert sorted(resumed) == list(range(1, STEPS + 1))
     for step in range(1, STEPS + 1):
         assert resumed[step]["rows"] == expected[step]["rows"], step
-    on_one = _log(alone_log)
+    on_one = read_log(alone_log)
     for step in range(1, STEPS + 1):
         assert resumed[step]["rows"] == on_one[step]["rows"] == expected[step]["rows"], step
     for name, value in reference["params"].items():

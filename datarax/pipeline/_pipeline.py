@@ -351,7 +351,7 @@ class Pipeline:
                     agree(json.dumps(self.get_state(), sort_keys=True), "the pipeline's state")
                     self._agreed = True
                 self._end_agreed = True
-            elif self._feeds_hosts and self.multihost is not False:
+            elif self._feeds_hosts:  # never set for multihost=False
                 self._agree_on_end()
         return self.epoch_order(self._epoch)
 

@@ -63,15 +63,21 @@ def pickled_for_workers(source: Any, stages: Sequence[Callable[[Any], Any]]) -> 
     # A worker re-imports a script's __main__ by its path, but not a notebook's, an
     # interactive session's or a module's run with -m.
     unimportable = not hasattr(main, "__file__") or getattr(main, "__spec__", None) is not None
+    # Protocol 2 names every global a pickle needs in its GLOBAL opcodes, which is how
+    # a reference to __main__ is found; otherwise the default protocol. Each part is
+    # pickled once: the payload is the list of the parts' pickles.
+    protocol = 2 if unimportable else pickle.DEFAULT_PROTOCOL
+    parts = []
     for name, what in (("source", source), *((f"stages[{i}]", s) for i, s in enumerate(stages))):
         try:
-            payload = pickle.dumps(what, protocol=2)  # names every global it needs
+            part = pickle.dumps(what, protocol=protocol)
         except Exception as error:  # pickle raises several types: each one is this refusal
             raise _refusal(name, what, f"cannot be pickled ({error})") from error
-        if unimportable and "__main__" in _modules_named(payload):
+        if unimportable and "__main__" in _modules_named(part):
             why = "is defined in __main__ (a notebook, a session or a module run with -m)"
             raise _refusal(name, what, why)
-    return pickle.dumps((source, tuple(stages)))
+        parts.append(part)
+    return pickle.dumps(parts)
 
 
 def _modules_named(payload: bytes) -> set[str]:
@@ -110,7 +116,8 @@ def _start_worker(payload: bytes, parent: int) -> None:
     global _work
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which closes us
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    _work = pickle.loads(payload)
+    source, *stages = (pickle.loads(part) for part in pickle.loads(payload))
+    _work = source, tuple(stages)
 
 
 def _make_batch(rows: Rows) -> Any:

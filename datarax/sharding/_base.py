@@ -103,8 +103,12 @@ class SharderModule(nnx.Module):
     ):
         del rngs
         self.axis_rules = resolve_rules(config, axis_rules, SharderModuleConfig)
-        self.config = SharderModuleConfig(sharding_rules=self.axis_rules)
         self.name = name
+
+    @property
+    def config(self) -> SharderModuleConfig:
+        """The settings as a config object (the original datarax API's form)."""
+        return SharderModuleConfig(sharding_rules=self.axis_rules)
 
     def get_partition_spec(
         self, logical_spec: PartitionSpec | Sequence[str | None] | str

@@ -232,13 +232,17 @@ class JaxProcessSharder(SharderModule):
                 "drop_remainder was given twice, in config and as a keyword; pass it once."
             )
         self.drop_remainder = check_bool("drop_remainder", drop_remainder)
-        self.config = JaxProcessSharderConfig(rules, self.drop_remainder)
         count = jax.process_count() if process_count is None else process_count
         index = jax.process_index() if process_index is None else process_index
         self.process_index, self.process_count = check_process(index, count)
         self.local_device_count = jax.local_device_count()
         self.check_every_batch = check_bool("check_every_batch", check_every_batch)
         self._checked = CheckedSignatures()  # this sharder's own: a new one checks again
+
+    @property
+    def config(self) -> JaxProcessSharderConfig:
+        """The settings as a config object (the original datarax API's form)."""
+        return JaxProcessSharderConfig(self.axis_rules, self.drop_remainder)
 
     def _is_pretend(self) -> bool:
         return (self.process_index, self.process_count) != (
