@@ -209,6 +209,47 @@ def test_no_worker_is_left_when_the_parent_ends_or_is_killed(tmp_path: Path) -> 
                 parent.wait(timeout=10)
 
 
+HANGING_PARENT = """
+import sys
+import numpy as np
+from _worker_stages import HangFrom, with_pid
+from datarax.pipeline import Pipeline
+if __name__ == "__main__":
+    pipeline = Pipeline(source={"x": np.arange(64)}, stages=[with_pid, HangFrom(8)],
+                        batch_size=8, workers=2)
+    iterator = iter(pipeline)
+    print(*sorted({int(pid) for pid in next(iterator)["pid"]}), flush=True)
+    if sys.argv[1] == "del":
+        del pipeline, iterator
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit", "del"])
+def test_a_stage_that_never_returns_does_not_hold_up_exit(tmp_path: Path, ending: str) -> None:
+    """Batches 1-4 are in flight in workers stuck for good when the program ends."""
+    script = tmp_path / "parent.py"
+    script.write_text(HANGING_PARENT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
+    parent = subprocess.Popen(
+        [sys.executable, str(script), ending],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert parent.stdout is not None
+        pids = [int(pid) for pid in parent.stdout.readline().split()]
+        start = time.monotonic()
+        _, errors = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+    took = time.monotonic() - start
+    assert parent.returncode == 0 and took < 5, (parent.returncode, took, errors)
+    assert "Traceback" not in errors, errors
+    assert pids and not _gone(pids)
+
+
 def test_workers_give_the_global_batches_of_workers_0() -> None:
     mesh = jax.make_mesh((len(jax.devices()),), ("data",))
     sharding = NamedSharding(mesh, PartitionSpec("data"))

@@ -10,8 +10,9 @@ asks for batch k and for a bounded number after it (``2 * N`` in flight), and ta
 them back in order, so the batches are the ones ``workers=0`` makes.
 
 The workers start at the pipeline's first batch and serve all its epochs. None
-outlives its use: the pool closes when the pipeline is collected, and at exit (a stage
-that never returns holds up exit, as in any ProcessPoolExecutor). A stage in a worker
+outlives its use: the pool is stopped (its processes terminated, batches in flight
+dropped) when the pipeline is collected and at exit, before Python's own exit handler
+for process pools, which would wait for a stage that never returns. A stage in a worker
 must return host data: jax.Arrays there are an error naming the stage. A
 worker ignores Ctrl-C (the parent handles it and closes the pool), and a thread in
 each worker ends it within `_WATCH_S` once the pipeline's process is gone, even
@@ -28,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -161,6 +163,21 @@ def _round_trips(error: BaseException) -> bool:
     return True
 
 
+_open: weakref.WeakSet[HostWorkers] = weakref.WeakSet()  # pools started and not closed
+
+
+def _close_open_pools() -> None:
+    for workers in list(_open):
+        workers.close()
+
+
+# Interpreter exit joins every ProcessPoolExecutor's thread, which waits for the batches
+# in flight, forever if a stage never returns. Exit handlers registered this way run
+# last-registered first, so this one, registered after concurrent.futures.process was
+# imported (above), stops the workers before that join.
+threading._register_atexit(_close_open_pools)  # type: ignore[attr-defined]
+
+
 class HostWorkers:
     """`workers` processes making a pipeline's host batches, ahead of the parent, in order.
 
@@ -189,6 +206,7 @@ class HostWorkers:
                 initializer=_start_worker,
                 initargs=(self._payload, os.getpid()),
             )
+            _open.add(self)
         try:
             for key in sorted(wanted - self._pending.keys()):
                 self._pending[key] = self._pool.submit(_make_batch, rows_of(key[1]))
@@ -202,10 +220,17 @@ class HostWorkers:
             ) from error
 
     def close(self) -> None:
-        """Stops the workers: the ones at work finish their batch, then exit."""
+        """Stops the workers now: a batch being made is not wanted any more."""
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
+        _open.discard(self)
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+            pool, self._pool = self._pool, None
+            # Read before shutdown, which drops them. Python 3.14's terminate_workers()
+            # does the same; without it the pool's exit handler would wait for a stage
+            # that never returns.
+            processes = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                process.terminate()
