@@ -26,6 +26,7 @@ from benchmarks import (  # noqa: E402
     global_batch,
     global_pipeline,
     growth,
+    host_work,
     ledger_scale,
     placement,
     plots,
@@ -120,6 +121,23 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "<= 1.2",
         ),
     ]
+    for case in results["host_work"]["cases"]:
+        cost = case["cost_ms"]
+        rows.append(
+            (
+                f"host work {cost:g} ms/record: Pipeline best / Grain best (records/s)",
+                case["pipeline_over_best_grain"],
+                ">= 1.0",
+            )
+        )
+        if cost >= 1.6:
+            rows.append(
+                (
+                    f"host work {cost:g} ms/record: workers={host_work.WORKERS} / workers=0",
+                    case["workers_over_none"],
+                    ">= 1.5",
+                )
+            )
     table = []
     for name, value, target in rows:
         relation, bound = target.split()[0], float(target.split()[1])
@@ -161,6 +179,7 @@ def _print_info(results: dict[str, Any]) -> None:
     for name, ratio in results["global_batch"]["worst_strict_ratio"].items():
         print(f"2 hosts, {name}: with check_every_batch, shard / device_put {ratio:.2f}")
     _print_two_hosts(results)
+    host_work.print_results(results["host_work"])
 
 
 def _print_two_hosts(results: dict[str, Any]) -> None:
@@ -221,6 +240,7 @@ def main() -> None:
         ("device_sweep", growth.device_sweep),
         ("ledger", ledger_scale.ledger_scale),
         ("2 hosts", _on_two_hosts),
+        ("host_work", host_work.host_work),
     )
     for key, run in steps:
         step_start = time.perf_counter()

@@ -2,29 +2,38 @@
 
 Each record is a 32x32x3 uint8 image that a numpy augmentation (reflect-pad and
 crop, flip, brightness and contrast jitter, normalise) turns into float32, repeated
-so that a record costs about 0.1, 0.4 or 1.6 ms on one core. One epoch of 4,096
-records in batches of 128, as records per second, for: a plain single-threaded loop,
-`Pipeline` with workers=0 and workers=2, and Grain (``MapDataset ... batch`` iterated
-through ``to_iter_dataset()`` with its default read threads, and the same with
-``mp_prefetch`` over 2 worker processes). Every candidate runs once per round in a
-shuffled order, after one warm-up epoch each, and the tables give medians over
-rounds: of the records per second over the whole epoch, start-up included (Grain
-starts its processes with every iterator; a pipeline's workers serve all its
-epochs), and after the epoch's first batch (which favours Grain's processes: while
-they start, their threads fill buffers of up to 500 batches).
+so that a record costs about 0.1, 0.4, 1.6 or 5 ms on one core. Candidates, each
+making 4,096 records in batches of 128 (one epoch):
 
-    python -m benchmarks.host_work [--rounds 3] [--costs 0.1 0.4 1.6]
+- a plain single-threaded loop over the batches;
+- `Pipeline` with workers=0 and workers=2 (this machine's 2 cores), its workers
+  started before the clock (they serve every epoch of their pipeline);
+- Grain (``MapDataset ... batch``) iterated through ``to_iter_dataset()`` with its
+  defaults (16 read threads), with ``ReadOptions(num_threads=2)``, and with
+  ``mp_prefetch`` over 1 and 2 worker processes, each timed in its steady state: the
+  dataset repeats, and the clock starts after `_GRAIN_SKIP` batches, once its
+  processes and threads run.
+
+Every candidate runs once per round in a shuffled order; the results give records
+per second per round, their median and range. Ratios (`Pipeline` at its best worker
+count over Grain at its best configuration, workers=2 over workers=0) are medians of
+per-round ratios.
+
+    python -m benchmarks.host_work [--rounds 3] [--costs 0.1 0.4 1.6 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
+import json
 import os
 import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grain
@@ -115,8 +124,27 @@ def _passes_for(target_ms: float, data: dict[str, np.ndarray]) -> int:
     return max(1, round(1 + (target_ms / 1e3 - one) / per_pass))
 
 
-def _candidates(data: dict[str, np.ndarray], passes: int) -> dict[str, Callable[[], Iterator]]:
-    """Each candidate's one epoch of batches, as an iterator made fresh for every sample."""
+_GRAIN_SKIP = 8  # batches a Grain iterator makes before its clock starts
+WORKERS = 2
+COSTS_MS = (0.1, 0.4, 1.6, 5.0)
+PIPELINES = ("Pipeline workers=0", f"Pipeline workers={WORKERS}")
+
+
+def _timed(batches: Iterator[dict[str, np.ndarray]], skip: int = 0) -> float:
+    """Records per second over one epoch's worth of batches, after `skip` batches."""
+    for _ in range(skip):
+        next(batches)
+    start, records = time.perf_counter(), 0
+    while records < RECORDS:
+        records += len(next(batches)["label"])
+    rate = records / (time.perf_counter() - start)
+    del batches  # Grain's worker processes stop with their iterator
+    gc.collect()
+    return rate
+
+
+def _candidates(data: dict[str, np.ndarray], passes: int) -> dict[str, Callable[[], float]]:
+    """Each candidate's records per second, measured afresh on every call."""
     stage = AugmentBatch(passes)
 
     def plain() -> Iterator[dict[str, np.ndarray]]:
@@ -124,97 +152,131 @@ def _candidates(data: dict[str, np.ndarray], passes: int) -> dict[str, Callable[
             yield stage({k: v[start : start + BATCH] for k, v in data.items()})
 
     pipelines = {
-        n: Pipeline(source=data, stages=[stage], batch_size=BATCH, workers=n) for n in (0, 2)
+        name: Pipeline(source=data, stages=[stage], batch_size=BATCH, workers=workers)
+        for name, workers in zip(PIPELINES, (0, WORKERS), strict=True)
     }
-    grain_map = grain.MapDataset.source(Records(data)).map(AugmentRecord(passes)).batch(BATCH)
-    processes = grain.MultiprocessingOptions(num_workers=2)
+    for pipeline in pipelines.values():
+        next(iter(pipeline))  # starts the workers, which then serve every epoch
+    repeated = (
+        grain.MapDataset.source(Records(data)).map(AugmentRecord(passes)).batch(BATCH).repeat()
+    )
+
+    def grain_run(read: grain.ReadOptions | None, processes: int) -> float:
+        dataset = repeated.to_iter_dataset(read)
+        if processes:
+            dataset = dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=processes))
+        return _timed(iter(dataset), skip=_GRAIN_SKIP)
+
     return {
-        "plain loop": plain,
-        "Pipeline workers=0": lambda: iter(pipelines[0]),
-        "Pipeline workers=2": lambda: iter(pipelines[2]),
-        "Grain default": lambda: iter(grain_map.to_iter_dataset()),
-        "Grain mp_prefetch 2": lambda: iter(grain_map.to_iter_dataset().mp_prefetch(processes)),
+        "plain loop": lambda: _timed(plain()),
+        **{name: functools.partial(_timed_epoch, p) for name, p in pipelines.items()},
+        "Grain default": lambda: grain_run(None, 0),
+        "Grain 2 threads": lambda: grain_run(grain.ReadOptions(num_threads=2), 0),
+        "Grain mp_prefetch 1": lambda: grain_run(None, 1),
+        "Grain mp_prefetch 2": lambda: grain_run(None, 2),
     }
 
 
-def _timed_epoch(batches: Iterator[dict[str, np.ndarray]]) -> tuple[float, float]:
-    """Records per second over the whole epoch, and after its first batch."""
-    start = time.perf_counter()
-    records = len(next(batches)["label"])
-    first = time.perf_counter()
-    for batch in batches:
-        records += len(batch["label"])
-    end = time.perf_counter()
-    del batches  # Grain's worker processes stop with their iterator
-    gc.collect()
-    return records / (end - start), (records - BATCH) / (end - first)
+def _timed_epoch(pipeline: Pipeline) -> float:
+    return _timed(iter(pipeline))
 
 
-def host_work(costs_ms: Iterable[float] = (0.1, 0.4, 1.6), rounds: int = 3) -> dict[str, Any]:
-    """Records per second of every candidate at every per-record cost (medians)."""
+def host_work(costs_ms: Iterable[float] = COSTS_MS, rounds: int = 3) -> dict[str, Any]:
+    """Records per second of every candidate at every per-record cost, per round."""
+    flags.FLAGS.mark_as_parsed()  # Grain's multiprocessing reads absl flags
     data = _data()
     order = random.Random(0)
     cases = []
     for cost in costs_ms:
         passes = _passes_for(cost, data)
         candidates = _candidates(data, passes)
-        for make in candidates.values():  # warm-up: start the forkserver, fill caches
-            _timed_epoch(make())
-        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in candidates}
+        samples: dict[str, list[float]] = {name: [] for name in candidates}
         for _ in range(rounds):
             for name in order.sample(list(candidates), len(candidates)):
-                samples[name].append(_timed_epoch(candidates[name]()))
-        cases.append(
-            {
-                "cost_ms": cost,
-                "passes": passes,
-                "records_per_s": {
-                    n: statistics.median(a for a, _ in s) for n, s in samples.items()
-                },
-                "after_first_batch": {
-                    n: statistics.median(b for _, b in s) for n, s in samples.items()
-                },
-            }
-        )
-    return {"records": RECORDS, "batch_size": BATCH, "rounds": rounds, "cases": cases}
+                samples[name].append(candidates[name]())
+        del candidates  # the pipelines' workers stop
+        gc.collect()
+        cases.append(_summary(cost, passes, samples))
+    return {
+        "records": RECORDS,
+        "batch_size": BATCH,
+        "rounds": rounds,
+        "workers": WORKERS,
+        "cores": os.cpu_count(),
+        "cases": cases,
+    }
 
 
-def _print(results: dict[str, Any]) -> None:
-    for key, title in (
-        ("records_per_s", "whole epoch, start-up included"),
-        ("after_first_batch", "after the first batch (Grain's start-up time fills its buffers)"),
-    ):
-        names = list(results["cases"][0][key])
-        print(f"\nrecords/s, median of {results['rounds']} epochs of {results['records']}: {title}")
-        print(
-            f"{'ms/record':>9} {'passes':>6} "
-            + " ".join(f"{name:>20}" for name in names)
-            + "  w2/w0  w2/Grain"
-        )
-        for case in results["cases"]:
-            rates = case[key]
-            best_grain = max(rate for name, rate in rates.items() if name.startswith("Grain"))
-            workers = rates["Pipeline workers=2"]
+def _summary(cost: float, passes: int, samples: dict[str, list[float]]) -> dict[str, Any]:
+    per_round = list(zip(*samples.values(), strict=True))
+    names = list(samples)
+
+    def best(prefix: str, rates: tuple[float, ...]) -> float:
+        return max(r for n, r in zip(names, rates, strict=True) if n.startswith(prefix))
+
+    over_grain = [best("Pipeline", rates) / best("Grain", rates) for rates in per_round]
+    workers = [w / z for z, w in zip(*(samples[name] for name in PIPELINES), strict=True)]
+    return {
+        "cost_ms": cost,
+        "passes": passes,
+        "records_per_s": samples,
+        "median_records_per_s": {n: statistics.median(s) for n, s in samples.items()},
+        "pipeline_over_best_grain": statistics.median(over_grain),
+        "pipeline_over_best_grain_range": [min(over_grain), max(over_grain)],
+        "workers_over_none": statistics.median(workers),
+        "workers_over_none_range": [min(workers), max(workers)],
+    }
+
+
+def print_results(results: dict[str, Any]) -> None:
+    names = list(results["cases"][0]["records_per_s"])
+    print(
+        f"\nrecords/s, median (range) of {results['rounds']} rounds of {results['records']} "
+        f"records, {results['cores']} cores"
+    )
+    for case in results["cases"]:
+        print(f"  {case['cost_ms']} ms per record ({case['passes']} passes):")
+        for name in names:
+            rates = case["records_per_s"][name]
             print(
-                f"{case['cost_ms']:>9} {case['passes']:>6} "
-                + " ".join(f"{rates[name]:>20,.0f}" for name in names)
-                + f"  {workers / rates['Pipeline workers=0']:5.2f}  {workers / best_grain:8.2f}"
+                f"    {name:<22} {statistics.median(rates):>8,.0f}  "
+                f"({min(rates):,.0f}-{max(rates):,.0f})"
             )
+        low, high = case["pipeline_over_best_grain_range"]
+        print(
+            f"    Pipeline best / Grain best {case['pipeline_over_best_grain']:.2f} "
+            f"({low:.2f}-{high:.2f}); "
+            f"workers={results['workers']} / workers=0 {case['workers_over_none']:.2f} "
+            f"({case['workers_over_none_range'][0]:.2f}-{case['workers_over_none_range'][1]:.2f})"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--costs", type=float, nargs="+", default=[0.1, 0.4, 1.6])
+    parser.add_argument("--costs", type=float, nargs="+", default=list(COSTS_MS))
+    parser.add_argument(
+        "--out", type=Path, help="also write host_work.png there and this run into results.json"
+    )
     args = parser.parse_args()
-    flags.FLAGS.mark_as_parsed()  # Grain's multiprocessing reads absl flags
     # The module itself, not this __main__: worker processes import the stages by name.
     from benchmarks.host_work import host_work as run
 
     print("load average before:", os.getloadavg(), "cores:", os.cpu_count())
     results = run(args.costs, args.rounds)
-    _print(results)
-    print("load average after:", os.getloadavg())
+    results["load_average"] = os.getloadavg()
+    print_results(results)
+    print("load average after:", results["load_average"])
+    if args.out is not None:
+        from benchmarks import plots
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        saved = args.out / "results.json"
+        everything = json.loads(saved.read_text()) if saved.exists() else {}
+        everything["host_work"] = results
+        saved.write_text(json.dumps(everything, indent=1) + "\n")
+        plots.host_work(everything, args.out / "host_work.png")
+        print("wrote", saved, "and", args.out / "host_work.png")
 
 
 if __name__ == "__main__":

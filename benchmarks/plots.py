@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -238,8 +240,93 @@ def _two_hosts(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def host_work(results: dict[str, Any], path: Path) -> None:
+    """Records per second against the cost of a record, and the two ratios per cost."""
+    work = results["host_work"]
+    cases = work["cases"]
+    costs = [case["cost_ms"] for case in cases]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4), width_ratios=(1.4, 1))
+    styles = {
+        "plain loop": ("C7", "o", ":"),
+        "Pipeline workers=0": ("C0", "o", "-"),
+        f"Pipeline workers={work['workers']}": ("C2", "s", "-"),
+        "Grain default": ("C1", "v", "--"),
+        "Grain 2 threads": ("C5", "^", "--"),
+        "Grain mp_prefetch 1": ("C3", "<", "--"),
+        "Grain mp_prefetch 2": ("C4", ">", "--"),
+    }
+    for name, (color, marker, line) in styles.items():
+        rates = [case["records_per_s"][name] for case in cases]
+        middle = [statistics.median(r) for r in rates]
+        spread = [
+            [m - min(r) for m, r in zip(middle, rates, strict=True)],
+            [max(r) - m for m, r in zip(middle, rates, strict=True)],
+        ]
+        left.errorbar(
+            costs,
+            middle,
+            yerr=spread,
+            color=color,
+            marker=marker,
+            linestyle=line,
+            capsize=3,
+            label=name,
+        )
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xticks(costs, [f"{c:g}" for c in costs])
+    left.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    left.set_xlabel("work per record on one core (ms)")
+    left.set_ylabel("records per second (median, bars: range)")
+    left.set_title(
+        f"{work['records']:,} 32x32x3 images in batches of {work['batch_size']}, "
+        f"{work['cores']} cores, {work['rounds']} rounds",
+        fontsize=10,
+    )
+    left.legend(fontsize=7, ncol=2)
+    positions = range(len(cases))
+    width = 0.38
+    for offset, key, label, color in (
+        (-width / 2, "pipeline_over_best_grain", "Pipeline best / Grain best (target >= 1)", "C0"),
+        (width / 2, "workers_over_none", f"workers={work['workers']} / workers=0", "C2"),
+    ):
+        values = [case[key] for case in cases]
+        low = [v - case[f"{key}_range"][0] for v, case in zip(values, cases, strict=True)]
+        high = [case[f"{key}_range"][1] - v for v, case in zip(values, cases, strict=True)]
+        bars = right.bar(
+            [q + offset for q in positions],
+            values,
+            width,
+            yerr=[low, high],
+            capsize=3,
+            color=color,
+            label=label,
+        )
+        right.bar_label(bars, fmt="%.2f", padding=2, fontsize=7)
+    right.axhline(1.0, color="gray", linewidth=0.8)
+    right.axhline(
+        1.5, color="C2", linewidth=0.8, linestyle=":", label="workers target at >= 1.6 ms (1.5)"
+    )
+    right.set_xticks(list(positions), [f"{c:g} ms" for c in costs])
+    right.set_ylabel("ratio of records per second (median of rounds)")
+    right.set_title("side by side, per round", fontsize=10)
+    right.legend(fontsize=7, loc="upper right")
+    right.set_ylim(
+        0,
+        max(
+            max(c["pipeline_over_best_grain_range"][1], c["workers_over_none_range"][1])
+            for c in cases
+        )
+        * 1.3,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def save_all(results: dict[str, Any], folder: Path) -> list[Path]:
-    """Writes placement.png, growth.png, pipeline.png, ledger.png and two_hosts.png."""
+    """Writes placement.png, growth.png, pipeline.png, ledger.png, two_hosts.png and
+    host_work.png."""
     folder.mkdir(parents=True, exist_ok=True)
     drawings = {
         "placement.png": _placement,
@@ -247,6 +334,7 @@ def save_all(results: dict[str, Any], folder: Path) -> list[Path]:
         "pipeline.png": _pipeline,
         "ledger.png": _ledger,
         "two_hosts.png": _two_hosts,
+        "host_work.png": host_work,
     }
     paths = []
     for name, draw in drawings.items():
