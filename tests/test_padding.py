@@ -34,7 +34,7 @@ def test_masked_mean_is_exact_after_sharding() -> None:
 @pytest.mark.parametrize("multiple", [0, -2, 1.5])
 def test_rejects_bad_multiple(multiple) -> None:
     error = TypeError if isinstance(multiple, float) else ValueError
-    with pytest.raises(error, match=r"multiple must be an int >= 1 .*got"):
+    with pytest.raises(error, match=r"multiple must be an int in \[1, 1048576\] .*got"):
         pad_to_multiple({"x": np.zeros(3)}, multiple)
 
 

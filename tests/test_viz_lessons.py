@@ -79,5 +79,5 @@ def test_plot_mask_rejects_a_host_array() -> None:
 def test_plot_estimates_reports_differences_from_the_exact_value() -> None:
     plot = viz.plot_estimates({"exact": 0.5, "low": 0.4, "same": 0.5}, exact="exact")
     assert plot.differences == pytest.approx({"exact": 0.0, "low": -0.1, "same": 0.0})
-    with pytest.raises(KeyError, match="exact='x'"):
+    with pytest.raises(ValueError, match="exact='x'"):
         viz.plot_estimates({"a": 1.0}, exact="x")

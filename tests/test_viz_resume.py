@@ -58,7 +58,7 @@ def test_columns_run_left_to_right_with_a_gap_between_segments() -> None:
         ({}, TypeError, "non-empty mapping"),
         ({"a": {1: ([1, 2], [0])}}, ValueError, "one host per row"),
         ({"a": {1: ([1, 2], [0, 1]), 2: ([1, 2, 3], [0, 1, 1])}}, ValueError, "same batch size"),
-        ({"a": {1: ([1], [-1])}}, ValueError, "negative host"),
+        ({"a": {1: ([1], [-1])}}, ValueError, "hosts[0] must be an int >= 0, got -1"),
         ({"a": {}}, TypeError, "segments['a']"),
     ],
 )

@@ -19,7 +19,7 @@ import sys
 import jax
 
 from datarax._compat import backends_started
-from datarax.sharding._checks import check_int
+from datarax.sharding._checks import check_int, check_str
 
 MAX_SIMULATED = 4096  # JAX takes ~2.5 s to start 4096 CPU devices, and minutes for 10^5
 
@@ -51,6 +51,9 @@ def choose_devices(
         'tpu'
     """
     needed = _check_needed(needed)
+    if check_str("accelerator_platform", accelerator_platform, optional=True) == "":
+        raise ValueError("accelerator_platform must name a platform ('tpu', 'gpu') or be None.")
+    accelerator_count = check_int("accelerator_count", accelerator_count, minimum=0)
     if accelerator_platform is not None and accelerator_count >= needed:
         return DevicePlan(
             accelerator_platform,

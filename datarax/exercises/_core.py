@@ -47,6 +47,7 @@ from datarax.exercises._feedback import (
     wrong,
 )
 from datarax.exercises._values import whole
+from datarax.sharding._checks import check_bool, check_int, check_str
 
 Checker = Callable[[Any], Feedback]
 _Function = TypeVar("_Function", bound=Callable[..., Any])
@@ -241,6 +242,10 @@ def check(name: str, answer: Any, *, quiet: bool = False, hint: int | None = Non
         Not yet: your function returned None: did you forget `return`?
         Hint: a number and its double. Method: return n * 2.
     """
+    check_str("name", name)
+    check_bool("quiet", quiet)
+    if hint is not None:
+        check_int("hint", hint, maximum=2, meaning="1: the idea only, 2: the method too")
     if name not in _CHECKERS:
         raise ValueError(f"No exercise is called {name!r}; there are {sorted(_CHECKERS)}.")
     feedback = _judge(name, answer, hint)

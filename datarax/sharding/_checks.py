@@ -1,8 +1,8 @@
 """Every validation of the library and its error text, in one place.
 
-Arguments (positive ints, bools, process indices), leaves (names, kinds, dtypes, row
-counts) and shardings (type, devices, spec against mesh and shape) are checked here,
-so that one rule has one wording wherever it applies.
+Arguments (ints, numbers, strings, bools, mappings, shapes, process indices), leaves
+(names, kinds, dtypes, row counts) and shardings (type, devices, spec against mesh and
+shape) are checked here, so that one rule has one wording wherever it applies.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import collections
 import collections.abc
 import math
 import numbers
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,115 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__}: {value!r}.")
     return bool(value)
+
+
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    meaning: str = "",
+) -> float:
+    """Returns `value` as a float when it is a real number in [minimum, maximum].
+
+    Without bounds any finite number is taken; NaN and infinity never are, and bools
+    are not numbers here.
+
+    Raises:
+        TypeError: `value` is not a real number.
+        ValueError: `value` is outside the range, NaN or infinite.
+
+    Example:
+        >>> check_number("width", 8, minimum=2, maximum=40, meaning="inches")
+        8.0
+    """
+    bounded = minimum is not None and maximum is not None
+    allowed = f" in [{minimum:g}, {maximum:g}]" if bounded else ""
+    what = f"{name} must be a {'' if bounded else 'finite '}number"
+    what += (f" of {meaning}" if meaning else "") + allowed
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what}, got {type(value).__name__}: {value!r:.100}.")
+    low = -sys.float_info.max if minimum is None else minimum
+    high = sys.float_info.max if maximum is None else maximum
+    number: Any = value  # compared before float(), which overflows on huge ints
+    if not low <= number <= high:  # False for NaN
+        raise ValueError(f"{what}, got {value!r:.100}.")
+    return float(value)
+
+
+def check_str(
+    name: str, value: Any, *, choices: Sequence[str] = (), optional: bool = False
+) -> str | None:
+    """Returns `value` when it is a string (one of `choices`, when given), or None when
+    `optional` allows it.
+
+    Example:
+        >>> check_str("unit", "ms", choices=("ms", "s"))
+        'ms'
+    """
+    if value is None and optional:
+        return None
+    if choices:
+        listed = ", ".join(map(repr, choices[:-1])) + f" or {choices[-1]!r}"
+        what = f"{name} must be {listed if len(choices) > 1 else repr(choices[0])}"
+    else:
+        what = f"{name} must be a string"
+    what += " or None" if optional else ""
+    if not isinstance(value, str):
+        raise TypeError(f"{what}, got {type(value).__name__}: {value!r:.100}.")
+    if choices and value not in choices:
+        raise ValueError(f"{what}, got {value!r:.100}.")
+    return value
+
+
+def check_strings(name: str, value: Any) -> tuple[str, ...]:
+    """Returns `value` as a tuple when it is a non-empty list or tuple of strings.
+
+    Example:
+        >>> check_strings("lanes", ["input", "step"])
+        ('input', 'step')
+    """
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise TypeError(
+            f"{name} must be a list or tuple of strings, got {type(value).__name__}: "
+            f"{value!r:.100}; e.g. {name}=['a', 'b']."
+        )
+    if not value:
+        raise ValueError(f"{name} must hold at least one string, got {value!r}.")
+    for number, item in enumerate(value):
+        check_str(f"{name}[{number}]", item)
+    return tuple(value)
+
+
+def check_mapping(name: str, value: Any, form: str) -> collections.abc.Mapping[Any, Any]:
+    """Returns `value` when it is a non-empty mapping; `form` shows the one expected.
+
+    Example:
+        >>> check_mapping("strips", {"a": [0]}, "{label: owner of each row}")
+        {'a': [0]}
+    """
+    if not isinstance(value, collections.abc.Mapping) or not value:
+        raise TypeError(
+            f"{name} must be a non-empty mapping {form}, got {type(value).__name__}: "
+            f"{value!r:.100}."
+        )
+    return value
+
+
+def check_shape(name: str, value: Any) -> tuple[int, ...]:
+    """Returns `value` as a tuple of ints >= 0 (an array's shape).
+
+    Example:
+        >>> check_shape("global_shape", [16, np.int64(3)])
+        (16, 3)
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(
+            f"{name} must be a tuple of ints, one size per dimension, got "
+            f"{type(value).__name__}: {value!r:.100}; e.g. {name}=(16, 3)."
+        )
+    return tuple(check_int(f"{name}[{dim}]", size, minimum=0) for dim, size in enumerate(value))
 
 
 def check_process(process_index: Any, process_count: Any) -> tuple[int, int]:
@@ -120,6 +230,15 @@ def flatten_with_path(tree: Any, root: str = "batch") -> tuple[list[tuple[Any, A
     except (TypeError, ValueError):
         check_keys_sortable(tree, root)
         raise
+    except (RecursionError, SystemError) as error:  # JAX wraps its RecursionError
+        if not isinstance(error, RecursionError) and not isinstance(
+            error.__cause__, RecursionError
+        ):
+            raise
+        raise ValueError(
+            f"{root} contains itself (a list or dict inside itself) or is nested deeper "
+            "than JAX can flatten; pass a tree of dicts, lists and arrays that ends."
+        ) from None
 
 
 def flatten_with_names(tree: Any, root: str = "batch") -> tuple[list[tuple[str, Any]], Any]:

@@ -43,16 +43,34 @@ def pretend_hosts(num_hosts: int, devices: Any = None) -> dict[int, int]:
     ``RowLedger(..., host_of=pretend_hosts(n))`` to plan a pod with simulated devices.
 
     Raises:
-        ValueError: a device is listed twice, or `num_hosts` does not divide the
-            number of devices.
+        TypeError: `num_hosts` is not an int, or `devices` holds something that is not a
+            device.
+        ValueError: `devices` is empty or lists a device twice, or `num_hosts` does not
+            divide the number of devices.
 
     Example:
         >>> pretend_hosts(4)
         {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3}
     """
-    devices = list(jax.devices() if devices is None else devices)
+    try:
+        devices = list(jax.devices() if devices is None else devices)
+    except TypeError:
+        raise TypeError(
+            f"devices must be a list of devices or None (jax.devices()), got "
+            f"{type(devices).__name__}: {devices!r:.100}."
+        ) from None
     num_hosts = check_int("num_hosts", num_hosts)
-    ids = [getattr(device, "id", device) for device in devices]
+    for number, device in enumerate(devices):
+        if isinstance(getattr(device, "id", None), bool) or not isinstance(
+            getattr(device, "id", None), int
+        ):
+            raise TypeError(
+                f"devices[{number}] must be a device (with an int id, as jax.devices() "
+                f"gives them), got {type(device).__name__}: {device!r:.100}."
+            )
+    if not devices:
+        raise ValueError("devices is empty; pass the devices to split, or None for jax.devices().")
+    ids = [device.id for device in devices]
     if len(set(ids)) != len(ids):
         repeated = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(
@@ -136,7 +154,9 @@ class RowLedger:
             self._by_host.setdefault(self._hosts[position], []).append(position)
 
     def _position(self, device: Any) -> int:
-        device_id = getattr(device, "id", device)
+        device_id = check_int(
+            "device", getattr(device, "id", device), minimum=0, meaning="a jax.Device or its id"
+        )
         if device_id not in self._positions:
             raise ValueError(f"device {device_id!r} holds no part of this sharding.")
         return self._positions[device_id]

@@ -14,6 +14,8 @@ from datarax.sharding._checks import (
     flatten_with_names,
 )
 
+MAX_MULTIPLE = 2**20  # more devices than any mesh has; padding is bounded by it
+
 
 def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
     """Pads every leaf of `batch` along axis 0 to a multiple of `multiple` rows.
@@ -32,8 +34,8 @@ def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
     Raises:
         TypeError: `multiple` is not an int, a leaf cannot be placed on devices, or a
             dict's keys cannot be sorted.
-        ValueError: `multiple` is not positive, a leaf is 0-d or the leaves differ
-            in their number of rows.
+        ValueError: `multiple` is not in [1, 2**20], a leaf is 0-d or the leaves
+            differ in their number of rows.
 
     Example:
         >>> padded, mask = pad_to_multiple({"x": np.arange(5)}, 4)
@@ -42,7 +44,12 @@ def pad_to_multiple(batch: Any, multiple: int) -> tuple[Any, np.ndarray]:
         >>> mask
         array([ True,  True,  True,  True,  True, False, False, False])
     """
-    multiple = check_int("multiple", multiple, meaning="the row count to round up to")
+    multiple = check_int(
+        "multiple",
+        multiple,
+        maximum=MAX_MULTIPLE,
+        meaning="the row count to round up to, usually a device count",
+    )
     named_shapes = []
     for name, leaf in flatten_with_names(batch)[0]:
         check_leaf_kind(name, leaf)

@@ -19,10 +19,16 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Sharding
+from jax.sharding import NamedSharding, Sharding
 
 from datarax._caches import cached
-from datarax.sharding._checks import check_int, check_sharding_type, ways_out
+from datarax.sharding._checks import (
+    check_int,
+    check_shape,
+    check_sharding_type,
+    named_leaf_sharding,
+    ways_out,
+)
 
 Spans = tuple[tuple[int, int], ...]  # a block: (start, stop) in every dimension
 Index = tuple[slice | np.ndarray, ...]
@@ -141,6 +147,19 @@ def _this_host(process_index: int | None) -> int:
     return check_int("process_index", process_index, minimum=0)
 
 
+def _checked_shape(name: str, sharding: Sharding, value: Any, *, splits: bool) -> tuple[int, ...]:
+    """`value` as a shape (ints >= 0) that the sharding's spec fits: no more entries than
+    its rank, and, with `splits`, every split dimension divisible. A 0-d shape is
+    replicated, so any spec fits it."""
+    shape = check_shape(name, value)
+    if shape and isinstance(sharding, NamedSharding):
+        if splits or len(sharding.spec) > len(shape):
+            named_leaf_sharding(name, shape, sharding)  # names a rank or divisibility error
+    elif shape and splits:
+        sharding.shard_shape(shape)
+    return shape
+
+
 def global_to_local_shape(
     sharding: Sharding, global_shape: tuple[int, ...], *, process_index: int | None = None
 ) -> tuple[int, ...]:
@@ -153,8 +172,9 @@ def global_to_local_shape(
     """
     check_sharding_type(sharding)
     check_distinct_devices(sharding)
-    shape = tuple(global_shape)
-    sharding.shard_shape(shape)  # raises on shapes that do not divide
+    shape = _checked_shape("global_shape", sharding, global_shape, splits=True)
+    if not shape:
+        return ()  # a 0-d array is replicated: every host holds it whole
     blocks = _dim_blocks(sharding, len(shape), _this_host(process_index))
     return tuple(size // total * held for size, (total, held) in zip(shape, blocks, strict=True))
 
@@ -176,7 +196,9 @@ def local_to_global_shape(
     check_sharding_type(sharding)
     check_distinct_devices(sharding)
     host = _this_host(process_index)
-    shape = tuple(local_shape)
+    shape = _checked_shape("local_shape", sharding, local_shape, splits=False)
+    if not shape:
+        return ()
     result = []
     for dim, (size, (total, held)) in enumerate(
         zip(shape, _dim_blocks(sharding, len(shape), host), strict=True)
@@ -212,8 +234,9 @@ def local_index(
     """
     check_sharding_type(sharding)
     check_distinct_devices(sharding)
-    shape = tuple(global_shape)
-    sharding.shard_shape(shape)
+    shape = _checked_shape("global_shape", sharding, global_shape, splits=True)
+    if not shape:
+        return ()
     index: list[slice | np.ndarray] = []
     for merged in host_blocks(sharding, shape, _this_host(process_index)):
         if len(merged) <= 1:

@@ -13,9 +13,21 @@ from typing import Any
 
 from jax.sharding import Sharding
 
+from datarax.sharding._checks import check_number, check_str
+
 Span = tuple[int, int]
 Bounds = tuple[Span, ...]
 COLOR_BY = ("device", "process")
+
+
+def check_width(width: Any) -> float:
+    """A figure's width: a number of inches in [2, 40], as every picture here takes."""
+    return check_number("width", width, minimum=2, maximum=40, meaning="inches")
+
+
+def check_title(title: Any, name: str = "title") -> str | None:
+    """A figure's title (or another label): a string, or None for none."""
+    return check_str(name, title, optional=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,12 +90,9 @@ def check_arguments(
             "there are no blocks to draw. array.sharding.devices_indices_map(array.shape) "
             "still says which device would hold which indices."
         )
-    if color_by not in COLOR_BY:
-        raise ValueError(f"color_by must be 'device' or 'process', got {color_by!r}.")
-    if isinstance(width, bool) or not (isinstance(width, (int, float)) and 2 <= width <= 40):
-        raise ValueError(f"width must be a number of inches in [2, 40], got {width!r}.")
-    if title is not None and not isinstance(title, str):
-        raise TypeError(f"title must be a string or None, got {type(title).__name__}.")
+    check_str("color_by", color_by, choices=COLOR_BY)
+    check_width(width)
+    check_title(title)
     if dim_names is None:
         return None
     if isinstance(dim_names, str) or not isinstance(dim_names, Sequence):

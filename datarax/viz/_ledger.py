@@ -13,6 +13,8 @@ from jax.sharding import Mesh
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from datarax.sharding._checks import check_int
+
 from . import _blocks, _sizes
 from ._ledger_frame import (
     BAND_IN,
@@ -171,12 +173,9 @@ def _check(ledger: Any, title: Any, width: Any, max_bars: Any) -> None:
             "The ledger has 0 rows, so there are no rows to draw; build it with the "
             "global batch size, e.g. RowLedger(sharding, 256)."
         )
-    if isinstance(width, bool) or not (isinstance(width, (int, float)) and 2 <= width <= 40):
-        raise ValueError(f"width must be a number of inches in [2, 40], got {width!r}.")
-    if isinstance(max_bars, bool) or not isinstance(max_bars, int) or not 1 <= max_bars <= 256:
-        raise ValueError(f"max_bars must be an int in [1, 256], got {max_bars!r}.")
-    if title is not None and not isinstance(title, str):
-        raise TypeError(f"title must be a string or None, got {type(title).__name__}.")
+    _blocks.check_width(width)
+    check_int("max_bars", max_bars, maximum=256)
+    _blocks.check_title(title)
 
 
 def _device_span(ledger: Any, device: Any) -> Span:

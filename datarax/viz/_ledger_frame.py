@@ -19,7 +19,7 @@ from ._palette import (
     HOST_PALETTE,
     SEVERAL_HOSTS,
     hatch_color,
-    host_colors,
+    host_color,
     host_hatch,
     text_color,
 )
@@ -29,11 +29,6 @@ Lane = tuple[str, int, list[Span]]  # tick label, key (device id or host), bars
 SHARED_LABEL = "held by several hosts"
 BAND_IN, STRIP_IN, GAP_IN, RIGHT_IN = 0.75, 0.34, 0.14, 0.3
 MIN_FONT, MAX_FONT = 5.5, 8.5
-
-
-def host_color(host: int) -> str:
-    """The colour of `host` in every picture (`host_colors`)."""
-    return host_colors(host + 1)[host]
 
 
 @dataclasses.dataclass(frozen=True)

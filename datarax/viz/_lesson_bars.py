@@ -8,11 +8,21 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from datarax.sharding._checks import (
+    check_int,
+    check_mapping,
+    check_not_deleted,
+    check_number,
+    check_str,
+)
+
+from . import _blocks
 from ._palette import COPIES_HATCH, DEVICE_PALETTE, HOST_PALETTE, hatch_color
 
 REAL, PADDING, EXACT = DEVICE_PALETTE[0], DEVICE_PALETTE[1], HOST_PALETTE[0]
@@ -38,8 +48,13 @@ class MaskPlot:
 
 def _blocks_of(mask: Any) -> list[tuple[tuple[int, ...], int, np.ndarray]]:
     """``(device ids, first global row, the shard's mask)`` per block, in row order."""
-    if np.ndim(mask) != 1 or not hasattr(mask, "addressable_shards"):
-        raise TypeError("plot_mask draws 1-D sharded jax.Arrays (the mask of a padded batch).")
+    if not isinstance(mask, jax.Array) or mask.ndim != 1:
+        shape = f" of shape {mask.shape}" if isinstance(mask, jax.Array) else ""
+        raise TypeError(
+            "plot_mask draws 1-D sharded jax.Arrays (the mask of a padded batch), got "
+            f"{type(mask).__name__}{shape}; place the mask with jax.device_put first."
+        )
+    check_not_deleted("the mask", mask)
     blocks: dict[int, tuple[list[int], np.ndarray]] = {}
     for shard in mask.addressable_shards:
         start = shard.index[0].start or 0
@@ -66,7 +81,8 @@ def plot_mask(masks: Any, *, title: str | None = None) -> MaskPlot:
         A `MaskPlot`.
 
     Raises:
-        TypeError: a mask is not a 1-D sharded `jax.Array`.
+        TypeError: a mask is not a 1-D sharded `jax.Array`, `masks` an empty mapping,
+            or `title` not a string.
 
     Example:
         >>> mesh = jax.make_mesh((8,), ("data",))
@@ -75,7 +91,12 @@ def plot_mask(masks: Any, *, title: str | None = None) -> MaskPlot:
         >>> sorted(plot.counts[""].values())[0]
         (0, 2)
     """
-    panels = dict(masks) if isinstance(masks, Mapping) else {"": masks}
+    _blocks.check_title(title)
+    panels = (
+        dict(check_mapping("masks", masks, "{title: mask}"))
+        if isinstance(masks, Mapping)
+        else {"": masks}
+    )
     found = {name: _blocks_of(mask) for name, mask in panels.items()}
     rows = max(len(blocks) for blocks in found.values())
     # Fixed margins, in inches: a constrained layout would cost as much as the drawing.
@@ -162,19 +183,34 @@ def plot_estimates(
         An `EstimatesPlot`.
 
     Raises:
-        KeyError: `exact` is not one of the labels.
+        TypeError: `values` is not a non-empty mapping of numbers, or `digits`,
+            `quantity` or `title` is of the wrong type.
+        ValueError: `exact` is not one of the labels, a value is NaN or beyond 1e300
+            either way, or `digits` is outside [0, 12].
 
     Example:
         >>> plot = plot_estimates({"exact": 0.5, "guess": 0.52}, exact="exact")
         >>> round(plot.differences["guess"], 4)
         0.02
     """
-    if exact not in values:
-        raise KeyError(f"exact={exact!r} is not one of the labels {list(values)}.")
-    labels = list(values)
-    numbers = np.array([float(values[label]) for label in labels])
-    reference = float(values[exact])
-    differences = {label: float(values[label]) - reference for label in labels}
+    check_mapping("values", values, "{label: value}")
+    checked = {  # bounded, so that differences and axis limits stay finite
+        label: check_number(f"values[{label!r}]", values[label], minimum=-1e300, maximum=1e300)
+        for label in values
+    }
+    try:
+        known = exact in checked
+    except TypeError:  # unhashable, so not a label
+        known = False
+    if not known:
+        raise ValueError(f"exact={exact!r:.100} is not one of the labels {list(checked)!r:.300}.")
+    digits = check_int("digits", digits, minimum=0, maximum=12)
+    check_str("quantity", quantity)
+    _blocks.check_title(title)
+    labels = list(checked)
+    numbers = np.array([checked[label] for label in labels])
+    reference = checked[exact]
+    differences = {label: checked[label] - reference for label in labels}
     same = [round(differences[label], digits) == 0 for label in labels]
     colors = [
         EXACT if label == exact else REAL if equal else PADDING

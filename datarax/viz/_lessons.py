@@ -14,9 +14,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from datarax.sharding._checks import check_int, check_mapping, check_str, check_strings
 from datarax.sharding._ledger import RowLedger
 
-from ._palette import COPIES_HATCH, device_colors, hatch_color, host_colors, host_hatch, text_color
+from . import _blocks
+from ._palette import COPIES_HATCH, device_colors, hatch_color, host_color, host_hatch, text_color
 
 _CELL_IN, _MAX_WIDTH_IN = 0.95, 10.5
 
@@ -47,13 +49,18 @@ class DevicesPlot(_Figure):
 def _host_map(devices: Sequence[Any], host_of: Mapping[int, int] | None) -> dict[int, int]:
     if host_of is None:
         return {d.id: int(d.process_index) for d in devices}
+    if not isinstance(host_of, Mapping):
+        raise TypeError(
+            "host_of must be a mapping {device id: host} or None, got "
+            f"{type(host_of).__name__}; e.g. datarax.sharding.pretend_hosts(num_hosts)."
+        )
     missing = sorted(d.id for d in devices if d.id not in host_of)
     if missing:
         raise ValueError(
             f"host_of has no host for device id(s) {missing[:8]}; give every device drawn a "
             "host, e.g. with datarax.sharding.pretend_hosts(num_hosts)."
         )
-    return {d.id: int(host_of[d.id]) for d in devices}
+    return {d.id: check_int(f"host_of[{d.id}]", host_of[d.id], minimum=0) for d in devices}
 
 
 def _grid(layout: Any) -> tuple[np.ndarray, tuple[str, str]]:
@@ -62,8 +69,16 @@ def _grid(layout: Any) -> tuple[np.ndarray, tuple[str, str]]:
         devices = np.asarray(layout.devices)
         names = [f"mesh axis '{n}' ({s})" for n, s in layout.shape.items()]
     else:
-        devices = np.asarray(list(layout) if not isinstance(layout, np.ndarray) else layout)
+        try:  # objects, so that ragged lists become lists numpy holds, refused below
+            devices = np.asarray(layout if isinstance(layout, np.ndarray) else list(layout), object)
+        except TypeError:  # not iterable: refused below
+            devices = np.asarray(None, object)
         names = ["", "position in the list"] if devices.ndim == 1 else ["", ""]
+    if not devices.size or not all(isinstance(getattr(d, "id", None), int) for d in devices.flat):
+        raise TypeError(
+            "plot_devices draws meshes and lists of devices (each with an int id, as "
+            f"jax.devices() gives them), got {type(layout).__name__}: {layout!r:.100}."
+        )
     if devices.ndim == 1:
         return devices.reshape(1, -1), ("", names[-1])
     if devices.ndim != 2:
@@ -138,8 +153,11 @@ def plot_devices(
         A `DevicesPlot`.
 
     Raises:
+        TypeError: a layout is not a mesh or a sequence of devices, or `host_of`,
+            `this_host`, `titles` or `color_by` is of the wrong type.
         ValueError: no layout, a layout with more than 2 axes, a device without a host
-            in `host_of`, or a `color_by` or number of `titles` not allowed.
+            in `host_of`, a negative host, or a `color_by` or number of `titles` not
+            allowed.
 
     Example:
         >>> mesh = jax.make_mesh((4, 2), ("data", "model"))
@@ -149,10 +167,11 @@ def plot_devices(
     """
     if not layouts:
         raise ValueError("plot_devices needs at least one layout (a mesh or a device list).")
-    if color_by not in ("host", "device"):
-        raise ValueError(f"color_by must be 'host' or 'device', got {color_by!r}.")
-    if titles is not None and len(titles) != len(layouts):
+    check_str("color_by", color_by, choices=("host", "device"))
+    if titles is not None and len(check_strings("titles", titles)) != len(layouts):
         raise ValueError(f"got {len(titles)} titles for {len(layouts)} layouts.")
+    if this_host is not None:
+        this_host = check_int("this_host", this_host, minimum=0)
     grids = [_grid(layout) for layout in layouts]
     every = {d.id: d for grid, _ in grids for d in grid.ravel()}
     hosts = _host_map(list(every.values()), host_of)
@@ -165,10 +184,10 @@ def plot_devices(
             host = hosts[device.id]
             reachable = this_host is None or host == this_host
             addressable |= {device.id} if reachable else set()
-            fill = host_colors(host + 1)[host] if color_by == "host" else fills[ranks[device.id]]
+            fill = host_color(host) if color_by == "host" else fills[ranks[device.id]]
             edge = fill
             if not reachable:
-                fill, edge = "white", host_colors(host + 1)[host]
+                fill, edge = "white", host_color(host)
             cell = Rectangle((col + 0.04, row + 0.04), 0.92, 0.92, facecolor=fill)
             cell.set(edgecolor=edge, linewidth=2, linestyle="-" if reachable else "--")
             if color_by == "host" and reachable and host_hatch(host):  # hosts 4 and up
@@ -188,7 +207,7 @@ def plot_devices(
     if this_host is not None:
         figure.legend(
             handles=[
-                Patch(facecolor=host_colors(this_host + 1)[this_host], label="addressable"),
+                Patch(facecolor=host_color(this_host), label="addressable"),
                 Patch(facecolor="white", edgecolor="#555555", linestyle="--", label="not"),
             ],
             loc="lower center",
@@ -238,7 +257,9 @@ def plot_host_rows(
         A `HostRowsPlot`.
 
     Raises:
-        ValueError: `shardings` is empty, or a sharding cannot split `num_rows`.
+        TypeError: `shardings` is not a non-empty mapping, `num_rows` not an int or
+            `title` not a string.
+        ValueError: `num_rows` is below 1, or a sharding cannot split it.
 
     Example:
         >>> from datarax.sharding import pretend_hosts
@@ -248,8 +269,9 @@ def plot_host_rows(
         >>> plot.spans[("rows", 1)], plot.spans[("copies", 1)]
         (((8, 16),), ((0, 16),))
     """
-    if not shardings:
-        raise ValueError("plot_host_rows needs at least one sharding.")
+    check_mapping("shardings", shardings, "{label: sharding}")
+    check_int("num_rows", num_rows, maximum=2**53, meaning="the global batch size")
+    _blocks.check_title(title)
     ledgers = {label: RowLedger(s, num_rows, host_of=host_of) for label, s in shardings.items()}
     bars = [(label, host) for label, ledger in ledgers.items() for host in ledger.hosts]
     height_in = 0.45 * len(bars) + 0.35 * len(ledgers) + 1.3
@@ -266,7 +288,7 @@ def plot_host_rows(
         y += 0.25
         shared[label] = tuple(ledger.shared_blocks())
         for host in ledger.hosts:
-            color = host_colors(host + 1)[host]
+            color = host_color(host)
             blocks = tuple(ledger.blocks_of_host(host))
             spans[(label, host)] = blocks
             ax.add_patch(Rectangle((0, y), num_rows, 0.7, facecolor="#F2F2F2", edgecolor="none"))

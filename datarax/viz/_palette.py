@@ -12,7 +12,11 @@ held by several devices are hatched ``//`` in every picture.
 
 from __future__ import annotations
 
-from matplotlib.colors import to_hex, to_rgb
+from typing import Any
+
+from matplotlib.colors import is_color_like, to_hex, to_rgb
+
+from datarax.sharding._checks import check_int
 
 # Ordered so that colours next to each other in the list, or two apart, differ most:
 # that is what sits side by side on 1-D meshes and on (n, 2), (4, 2) and (8, 8) grids.
@@ -36,6 +40,7 @@ HOST_PALETTE: tuple[str, ...] = (
 # The mark over a host's colour, per group of len(HOST_PALETTE) hosts: none for the
 # first group. None of them uses "/", which marks copies.
 HOST_MARKS: tuple[str, ...] = ("", "..", "oo", "xx", "++", "**", "--", "||")
+MAX_COLORS = 65_536  # more colours than any picture has blocks; the lists stay small
 SEVERAL_HOSTS = "#555555"  # a block whose copies sit on more than one host
 COPIES_HATCH = "//"
 
@@ -50,7 +55,8 @@ def device_colors(count: int) -> list[str]:
         ``DEVICE_PALETTE[i % 9]`` for i in ``range(count)``.
 
     Raises:
-        ValueError: `count` is negative or not an integer.
+        TypeError: `count` is not an int.
+        ValueError: `count` is negative or above 65,536 (`MAX_COLORS`).
 
     Example:
         >>> device_colors(3)
@@ -72,7 +78,8 @@ def host_colors(count: int) -> list[str]:
         ``HOST_PALETTE[i % 4]`` for i in ``range(count)``.
 
     Raises:
-        ValueError: `count` is negative or not an integer.
+        TypeError: `count` is not an int.
+        ValueError: `count` is negative or above 65,536 (`MAX_COLORS`).
 
     Example:
         >>> host_colors(2)
@@ -81,36 +88,62 @@ def host_colors(count: int) -> list[str]:
     return _cycle(HOST_PALETTE, count)
 
 
+def host_color(host: int) -> str:
+    """The colour of `host` in every picture, ``host_colors(host + 1)[host]``, without
+    making a list as long as the host id.
+
+    Example:
+        >>> host_color(5) == host_colors(6)[5]
+        True
+    """
+    return HOST_PALETTE[check_int("host", host, minimum=0) % len(HOST_PALETTE)]
+
+
 def host_hatch(host: int) -> str:
     """The hatch drawn over `host`'s colour: none for hosts 0-3, then one per group of 4.
 
     With `host_colors` this tells 32 hosts apart (4 colours x 8 marks).
 
     Raises:
-        ValueError: `host` is negative or not an integer.
+        TypeError: `host` is not an int.
+        ValueError: `host` is negative.
 
     Example:
         >>> host_hatch(2), host_hatch(5), host_hatch(9)
         ('', '..', 'oo')
     """
-    if isinstance(host, bool) or not isinstance(host, int) or host < 0:
-        raise ValueError(f"host must be a whole number >= 0, got {host!r}.")
+    host = check_int("host", host, minimum=0)
     return HOST_MARKS[(host // len(HOST_PALETTE)) % len(HOST_MARKS)]
 
 
 def _cycle(palette: tuple[str, ...], count: int) -> list[str]:
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise ValueError(f"count must be a whole number >= 0, got {count!r}.")
+    count = check_int(
+        "count",
+        count,
+        minimum=0,
+        maximum=MAX_COLORS,
+        meaning=f"for more, index the palette: palette[i % {len(palette)}]",
+    )
     return [palette[i % len(palette)] for i in range(count)]
 
 
-def text_color(fill: str) -> str:
+def text_color(fill: Any) -> str:
     """Black or white, whichever reads better on `fill`.
+
+    Raises:
+        TypeError: `fill` is neither a string nor a sequence of numbers.
+        ValueError: `fill` is not a colour matplotlib knows.
 
     Example:
         >>> text_color(HOST_PALETTE[0]), text_color(DEVICE_PALETTE[0])
         ('white', 'black')
     """
+    if not is_color_like(fill):
+        error = ValueError if isinstance(fill, (str, tuple, list)) else TypeError
+        raise error(
+            f"fill must be a matplotlib colour, e.g. '#332288' or (0.2, 0.1, 0.5), got "
+            f"{type(fill).__name__}: {fill!r:.100}."
+        )
     red, green, blue = to_rgb(fill)
     return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
 

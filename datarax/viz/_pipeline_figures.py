@@ -14,15 +14,25 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ._palette import device_colors, hatch_color, host_colors, host_hatch, text_color
+from datarax.sharding._checks import (
+    check_int,
+    check_mapping,
+    check_not_deleted,
+    check_str,
+)
+
+from . import _blocks
+from ._palette import device_colors, hatch_color, host_color, host_hatch, text_color
 
 Run = tuple[int, int, int]  # (start, stop, owner): rows [start, stop) held by owner
 NOBODY = -1
+MAX_GRID_CELLS = 4096  # plot_row_grid draws and numbers every row: ~2 ms a cell
 _NOBODY_FILL = "#FFFFFF"
 _NOBODY_EDGE = "#888888"
 
@@ -56,12 +66,27 @@ def device_of_rows(array: Any) -> np.ndarray:
     Reads the shards this process can address; where several devices hold a row
     (replicas), the lowest id is given. Rows no addressable device holds get -1.
 
+    Raises:
+        TypeError: `array` is not a `jax.Array`, or was deleted.
+        ValueError: `array` is 0-d, so it has no rows.
+
     Example:
         >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
         >>> x = jax.device_put(np.arange(16), NamedSharding(mesh, P("data")))
         >>> device_of_rows(x).tolist()[:4]
         [0, 0, 1, 1]
     """
+    if not isinstance(array, jax.Array):
+        raise TypeError(
+            f"device_of_rows reads a jax.Array placed on devices, got {type(array).__name__}; "
+            "place it first, e.g. jax.device_put(x, NamedSharding(mesh, P('data')))."
+        )
+    check_not_deleted("array", array)
+    if array.ndim == 0:
+        raise ValueError(
+            "device_of_rows: the array is 0-d, so it has no rows (dimension 0) to read; "
+            "every device of its sharding holds it whole (array.sharding.device_set)."
+        )
     rows = int(array.shape[0])
     owner = np.full(rows, np.iinfo(np.int64).max, dtype=np.int64)
     for shard in array.addressable_shards:
@@ -83,7 +108,7 @@ def _fill(owner: int, color_by: str, ranks: Mapping[int, int]) -> str:
         return _NOBODY_FILL
     if color_by == "device":
         return device_colors(len(ranks))[ranks[owner]]
-    return host_colors(owner + 1)[owner]
+    return host_color(owner)
 
 
 def _hatch(owner: int, color_by: str) -> str | None:
@@ -94,25 +119,27 @@ def _hatch(owner: int, color_by: str) -> str | None:
 
 
 def _check_color_by(color_by: Any) -> None:
-    if color_by not in ("device", "host"):
-        raise ValueError(f"color_by must be 'device' or 'host', got {color_by!r}.")
+    check_str("color_by", color_by, choices=("device", "host"))
 
 
-def _checked_owners(strips: Any, color_by: str | None) -> dict[str, np.ndarray]:
-    if color_by is not None:
-        _check_color_by(color_by)
-    if not isinstance(strips, Mapping) or not strips:
-        raise TypeError("strips must be a non-empty mapping {label: owner of each row}.")
+def _checked_owners(strips: Any, name: str = "strips") -> dict[str, np.ndarray]:
+    check_mapping(name, strips, "{label: owner of each row}")
     checked = {}
     for label, owners in strips.items():
-        values = np.asarray(owners)
+        try:
+            values = np.asarray(owners)
+        except (TypeError, ValueError):  # ragged nesting numpy cannot make one array of
+            values = np.asarray(None)
         if values.ndim != 1 or not values.size or not np.issubdtype(values.dtype, np.integer):
             raise ValueError(
-                f"strip {label!r} must be a non-empty 1-D sequence of ints (the owner of "
-                f"each row, -1 for nobody), got shape {values.shape} of {values.dtype}."
+                f"strip {label!r:.100} must be a non-empty 1-D sequence of ints (the owner "
+                f"of each row, -1 for nobody), got {type(owners).__name__}: {owners!r:.100}."
             )
-        if (values < NOBODY).any():
-            raise ValueError(f"strip {label!r} has owners below -1: {sorted(set(values))[:4]}.")
+        if (values < NOBODY).any() or (values > np.iinfo(np.int64).max).any():
+            raise ValueError(
+                f"strip {label!r:.100} has owners outside [-1, 2**63 - 1]: "
+                f"{sorted(set(values.tolist()))[:4]}."
+            )
         checked[str(label)] = values.astype(np.int64)
     return checked
 
@@ -127,11 +154,16 @@ def _mark(rect: Rectangle, hatch: str | None, fill: str) -> None:
 
 def _names_of(names: Any, label: str) -> Mapping[int, str]:
     """The texts for strip `label`'s owners: its own mapping, or the one for every strip."""
-    if not names:
+    if names is None:
         return {}
-    if all(isinstance(key, str) for key in names):
-        return names.get(label, {})
-    return names
+    per_strip = isinstance(names, Mapping) and all(isinstance(key, str) for key in names)
+    texts = names.get(label, {}) if per_strip and names else names
+    if not isinstance(texts, Mapping) or not all(isinstance(t, str) for t in texts.values()):
+        raise TypeError(
+            "names must be a mapping {owner: text}, or {strip label: {owner: text}}, of "
+            f"strings, got {type(names).__name__}: {names!r:.100}."
+        )
+    return texts
 
 
 def _legend(figure: Figure, owners: list[int], color_by: str, ranks: Mapping[int, int]) -> None:
@@ -174,9 +206,10 @@ def plot_rows(
         A `RowsPlot`: the figure and, per strip, the runs and rectangles drawn.
 
     Raises:
-        TypeError: `strips` is not a non-empty mapping.
-        ValueError: a strip is not a 1-D sequence of ints >= -1, or `color_by` is
-            not allowed (or misses a strip).
+        TypeError: `strips` is not a non-empty mapping, or `names`, `title`,
+            `xlabel`, `width` or `color_by` is of the wrong type.
+        ValueError: a strip is not a 1-D sequence of ints >= -1, `width` is outside
+            [2, 40] inches, or `color_by` is not allowed (or misses a strip).
 
     Example:
         >>> plot = plot_rows({"host": [0, 0, 1, 1, -1], "device": [0, 1, 2, 3, 3]},
@@ -184,8 +217,13 @@ def plot_rows(
         >>> plot.runs["host"]
         ((0, 2, 0), (2, 4, 1), (4, 5, -1))
     """
-    owners = _checked_owners(strips, None)
-    kinds = {label: color_by for label in owners} if isinstance(color_by, str) else color_by
+    owners = _checked_owners(strips)
+    check_str("xlabel", xlabel)
+    _blocks.check_title(title)
+    width = _blocks.check_width(width)
+    if not isinstance(color_by, Mapping):
+        _check_color_by(color_by)
+    kinds = color_by if isinstance(color_by, Mapping) else {label: color_by for label in owners}
     for label in owners:
         if not isinstance(kinds, Mapping) or label not in kinds:
             raise ValueError(f"color_by has no entry for strip {label!r}.")
@@ -249,20 +287,29 @@ def plot_row_grid(
 
     Raises:
         TypeError, ValueError: as `plot_rows`; also when `columns` is not a positive
-            int or the panels differ in length.
+            int, the panels differ in length or hold more than 4096 rows in all
+            (`MAX_GRID_CELLS`).
 
     Example:
         >>> plot = plot_row_grid({"epoch 0": [0, 1, 1, 0], "epoch 1": [1, 0, 0, 1]}, columns=2)
         >>> [owner for _, _, owner in plot.runs["epoch 1"]]
         [1, 0, 0, 1]
     """
-    owners = _checked_owners(panels, color_by)
-    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
-        raise ValueError(f"columns must be an int >= 1, got {columns!r}.")
+    _check_color_by(color_by)
+    owners = _checked_owners(panels, "panels")
+    columns = check_int("columns", columns, maximum=MAX_GRID_CELLS)
+    _blocks.check_title(title)
+    width = _blocks.check_width(width)
     sizes = {len(values) for values in owners.values()}
     if len(sizes) > 1:
         raise ValueError(f"every panel must have the same number of rows, got {sorted(sizes)}.")
     rows = sizes.pop()
+    if rows * len(owners) > MAX_GRID_CELLS:
+        raise ValueError(
+            f"plot_row_grid draws at most {MAX_GRID_CELLS} cells (each row a numbered "
+            f"square), got {len(owners)} panels of {rows} rows; draw fewer rows, or use "
+            "plot_rows, which draws runs of rows."
+        )
     lines = -(-rows // columns)
     ids = sorted({int(o) for values in owners.values() for o in values if o != NOBODY})
     ranks = {owner: rank for rank, owner in enumerate(ids)}

@@ -21,7 +21,7 @@ from ._palette import (
     SEVERAL_HOSTS,
     device_colors,
     hatch_color,
-    host_colors,
+    host_color,
     host_hatch,
     text_color,
 )
@@ -154,12 +154,12 @@ def plot_sharding(
     for panel, ax in zip(found.panels, axes_of, strict=True):
         for block in panel.blocks:
             host = block.hosts[0] if len(block.hosts) == 1 else None
-            host_color = SEVERAL_HOSTS if host is None else host_colors(host + 1)[host]
-            fill = host_color if color_by == "process" else colors[ranks[block.devices[0]]]
+            outline = SEVERAL_HOSTS if host is None else host_color(host)
+            fill = outline if color_by == "process" else colors[ranks[block.devices[0]]]
             mark = host_hatch(host) if color_by == "process" and host is not None else ""
             rect, label = _draw_block(ax, block, fill, mark)
             if several_hosts and color_by == "device":
-                _outline(ax, block, host_color)
+                _outline(ax, block, outline)
             options = _blocks.label_options(block, platform, several_hosts)
             width_pt, height_pt = _size_in_points(ax, block)
             text, size, rotation = _sizes.fit_label(options, width_pt, height_pt)
@@ -290,7 +290,7 @@ def _legend_entries(found: _blocks.Layout, color_by: str) -> list[Patch]:
     blocks = [block for panel in found.panels for block in panel.blocks]
     if len(found.hosts) > 1 or color_by == "process":
         spans = any(len(block.hosts) > 1 for block in blocks)
-        hosts = [(f"host {h}", host_colors(h + 1)[h], host_hatch(h)) for h in found.hosts]
+        hosts = [(f"host {h}", host_color(h), host_hatch(h)) for h in found.hosts]
         for name, color, mark in hosts + [("several hosts", SEVERAL_HOSTS, "")] * spans:
             if color_by == "process":
                 entries.append(

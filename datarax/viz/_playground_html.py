@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import html
 
-from ._palette import device_colors, host_colors
+from ._palette import device_colors, host_color
 from ._playground_model import View
 
 KERNEL_NOTE = (
@@ -72,7 +72,7 @@ def host_table(view: View) -> str:
     """One row per (pretend) host: its devices, the global rows it reads, who shares them."""
     body = []
     for row in view.host_rows:
-        color = host_colors(row.host + 1)[row.host]
+        color = host_color(row.host)
         body.append(
             [
                 _swatch(color) + str(row.host),

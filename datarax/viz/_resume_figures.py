@@ -13,15 +13,20 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from ._palette import hatch_color, host_colors, host_hatch, text_color
+from datarax.sharding._checks import check_int, check_mapping, check_str
+
+from . import _blocks
+from ._palette import hatch_color, host_color, host_hatch, text_color
 
 StepReads = tuple[Sequence[int], Sequence[int]]  # (source rows in batch order, host of each)
 _CELL_W_IN, _CELL_H_IN, _GAP_COLUMNS = 0.48, 0.2, 0.6
 _LEFT_IN, _LINE_IN, _LEGEND_ENTRY_IN = 1.0, 0.18, 1.35
+MAX_CELLS = 4096  # each cell is a labelled box: a few ms to draw
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,13 +59,31 @@ def _title_inches(title: str | None) -> float:
     return 0.0 if title is None else 0.085 * len(title) + 0.4
 
 
-def _checked(segments: Any) -> list[tuple[str, list[tuple[Any, list[int], list[int]]]]]:
-    if not isinstance(segments, Mapping) or not segments:
+def _ints(name: str, values: Any) -> list[int]:
+    """`values` as a list of ints >= 0 (rows, or the hosts that read them)."""
+    if (
+        isinstance(values, (str, bytes))
+        or not isinstance(values, Sequence | np.ndarray)
+        or (isinstance(values, np.ndarray) and values.ndim == 0)
+    ):
         raise TypeError(
-            "segments must be a non-empty mapping {label: {step: (rows, hosts)}}, got "
-            f"{type(segments).__name__}."
+            f"{name} must be a list of ints, got {type(values).__name__}: {values!r:.100}."
         )
-    checked, size = [], None
+    _check_cells(len(values), name)
+    return [check_int(f"{name}[{n}]", value, minimum=0) for n, value in enumerate(values)]
+
+
+def _check_cells(count: int, what: str) -> None:
+    if count > MAX_CELLS:
+        raise ValueError(
+            f"{what} make {count} cells; this picture draws at most {MAX_CELLS} (each one a "
+            "labelled box), so draw fewer steps, rows or batches."
+        )
+
+
+def _checked(segments: Any) -> list[tuple[str, list[tuple[Any, list[int], list[int]]]]]:
+    check_mapping("segments", segments, "{label: {step: (rows, hosts)}}")
+    checked, size, cells = [], None, 0
     for label, steps in segments.items():
         if not isinstance(label, str) or not isinstance(steps, Mapping) or not steps:
             raise TypeError(
@@ -68,16 +91,18 @@ def _checked(segments: Any) -> list[tuple[str, list[tuple[Any, list[int], list[i
             )
         columns = []
         for step, pair in steps.items():
-            rows, hosts = ([int(value) for value in part] for part in pair)
+            where = f"segments[{label!r}][{step!r:.40}]"
+            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise TypeError(f"{where} must be a pair (rows, hosts), got {pair!r:.100}.")
+            rows, hosts = _ints(f"{where} rows", pair[0]), _ints(f"{where} hosts", pair[1])
             if len(rows) != len(hosts) or not rows or size not in (None, len(rows)):
                 raise ValueError(
                     f"segments[{label!r}][{step!r}] has {len(rows)} rows and {len(hosts)} "
                     f"hosts; every step needs one host per row, and the same batch size "
                     f"({size if size is not None else len(rows)} rows) as the others."
                 )
-            if min(hosts) < 0:
-                raise ValueError(f"segments[{label!r}][{step!r}] names a negative host.")
-            size = len(rows)
+            size, cells = len(rows), cells + len(rows)
+            _check_cells(cells, "segments")
             columns.append((step, rows, hosts))
         checked.append((label, columns))
     return checked
@@ -103,9 +128,11 @@ def plot_reads(
         A `ReadsPlot`: the figure, each cell and the row written in it.
 
     Raises:
-        TypeError: `segments` is not a non-empty mapping of labels to steps.
+        TypeError: `segments` is not a non-empty mapping of labels to steps, a step
+            is not a pair of lists of ints, or `title` is not a string.
         ValueError: a step's rows and hosts differ in length, steps differ in batch
-            size, or a host is negative.
+            size, a row or host is negative, or there are more than 4096 cells
+            (`MAX_CELLS`).
 
     Example:
         >>> plot = plot_reads({"2 hosts": {1: ([5, 2, 7, 0], [0, 0, 1, 1])},
@@ -114,9 +141,9 @@ def plot_reads(
         (6, 8)
     """
     checked = _checked(segments)
+    _blocks.check_title(title)
     size = len(checked[0][1][0][1])
     hosts_seen = sorted({h for _, columns in checked for _, _, hosts in columns for h in hosts})
-    palette = host_colors(hosts_seen[-1] + 1)
     total = sum(len(columns) for _, columns in checked)
     span = total + _GAP_COLUMNS * (len(checked) - 1)
     width = max(span * _CELL_W_IN + _LEFT_IN + 0.3, 4.0, _title_inches(title))
@@ -154,7 +181,7 @@ def plot_reads(
             names.append((label, step))
             ticks.append((x + 0.5, f"step {step}"))
             for position, (row, host) in enumerate(zip(rows, hosts, strict=True)):
-                fill = palette[host]
+                fill = host_color(host)
                 cell = Rectangle((x, position), 1, 1, facecolor=fill, edgecolor="white")
                 if host_hatch(host):  # hosts 4 and up: the colour of host - 4, and a mark
                     cell.set(hatch=host_hatch(host), edgecolor=hatch_color(fill))
@@ -169,7 +196,7 @@ def plot_reads(
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     handles = [
-        Patch(facecolor=palette[h], hatch=host_hatch(h) or None, label=f"host {h} read it")
+        Patch(facecolor=host_color(h), hatch=host_hatch(h) or None, label=f"host {h} read it")
         for h in hosts_seen
     ]
     # matplotlib fills a legend column by column; this order reads row by row
@@ -227,8 +254,10 @@ def plot_epoch_ends(
         An `EpochEndPlot`: the figure and every box.
 
     Raises:
-        TypeError: `panels` is not a non-empty mapping of labels to hosts.
-        ValueError: a state is not one of the three, or a host is negative.
+        TypeError: `panels` is not a non-empty mapping of labels to hosts, a host is
+            not an int, a state not a string or `title` not a string.
+        ValueError: a state is not one of the three, a host is negative, or there are
+            more than 4096 boxes (`MAX_CELLS`).
 
     Example:
         >>> plot = plot_epoch_ends({"no agreement": {0: ["done"] * 2,
@@ -236,23 +265,25 @@ def plot_epoch_ends(
         >>> plot.states[("no agreement", 1)], len(plot.boxes[("no agreement", 0)])
         (('done', 'done', 'waiting'), 2)
     """
-    if not isinstance(panels, Mapping) or not panels:
-        raise TypeError("panels must be a non-empty mapping {label: {host: states}}.")
+    check_mapping("panels", panels, "{label: {host: states}}")
+    _blocks.check_title(title)
     lines: list[tuple[str, int, tuple[str, ...]]] = []
+    cells = 0
     for label, hosts in panels.items():
-        if not isinstance(hosts, Mapping) or not hosts:
-            raise TypeError(f"panels[{label!r}] must map each host to its batches' states.")
+        check_mapping(f"panels[{label!r}]", hosts, "{host: states of its batches}")
         for host, states in hosts.items():
-            states = tuple(states)
-            wrong_states = sorted(set(states) - set(BATCH_STATES))
-            if wrong_states or int(host) < 0:
-                raise ValueError(
-                    f"panels[{label!r}][{host!r}]: states must be {BATCH_STATES} and hosts "
-                    f">= 0, got states {wrong_states or 'fine'} for host {host}."
-                )
-            lines.append((label, int(host), states))
+            where = f"panels[{label!r}][{host!r:.40}]"
+            host = check_int(f"a host of panels[{label!r}]", host, minimum=0)
+            if isinstance(states, (str, bytes)) or not isinstance(states, Sequence):
+                raise TypeError(f"{where} must be a list of states, got {states!r:.100}.")
+            cells += len(states)
+            _check_cells(cells, "panels")
+            states = tuple(
+                str(check_str(f"{where}[{n}]", state, choices=BATCH_STATES))
+                for n, state in enumerate(states)
+            )
+            lines.append((str(label), host, states))
     longest = max(len(states) for _, _, states in lines)
-    palette = host_colors(max(host for _, host, _ in lines) + 1)
     gaps = len(panels) - 1
     height = 0.35 * (len(lines) + 0.8 * gaps) + 0.6 + 0.3 * len(panels) + 0.3 * (title is not None)
     width = max(0.55 * longest + 1.3, 4.0, _title_inches(title))
@@ -272,7 +303,7 @@ def plot_epoch_ends(
             previous, y = label, y + 0.3
         drawn = []
         for number, state in enumerate(states):
-            fill = {"done": palette[host], "waiting": _WAITING_FILL, "not run": "white"}[state]
+            fill = {"done": host_color(host), "waiting": _WAITING_FILL, "not run": "white"}[state]
             edge = _NOT_RUN_EDGE if state == "not run" else "white"
             box = Rectangle((number, y), 0.92, 0.8, facecolor=fill, edgecolor=edge)
             box.set(hatch=_WAITING_HATCH if state == "waiting" else None, linewidth=1.0)

@@ -12,17 +12,23 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 from rich.table import Table
 
+from datarax.sharding._checks import check_sharding_type, check_str, flatten_with_path
+
 from ._blocks import compact
 
 
 def format_spec(sharding: Sharding) -> str:
     """A short text form of a leaf's placement, e.g. ``P('data', None)``.
 
+    Raises:
+        TypeError: `sharding` is not a `jax.sharding.Sharding`.
+
     Example:
         >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
         >>> format_spec(NamedSharding(mesh, P("data", None)))
         "P('data', None)"
     """
+    check_sharding_type(sharding)
     if isinstance(sharding, NamedSharding):
         return "P(" + ", ".join(repr(entry) for entry in sharding.spec) + ")"
     return type(sharding).__name__
@@ -49,8 +55,23 @@ class LeafSummary:
     device_bytes: Mapping[int, int] | None
 
 
+def _dtype_of(leaf: Any) -> np.dtype:
+    """The dtype of `leaf` as numpy sees it; object for what is neither array nor number."""
+    try:
+        return np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+    except (TypeError, ValueError):
+        return np.dtype(object)
+
+
 def leaf_summaries(tree: Any, root: str = "batch") -> list[LeafSummary]:
     """Per leaf of `tree`: global shape, spec, shard shape, bytes per device, replicas.
+
+    A leaf that is not on devices (a numpy array, a number, a string or any other
+    object) is listed as a host leaf, with the dtype numpy gives it.
+
+    Raises:
+        TypeError: `root` is not a string, or a dict's keys cannot be sorted.
+        ValueError: `tree` contains itself.
 
     Example:
         >>> mesh = jax.make_mesh((len(jax.devices()),), ("data",))
@@ -58,11 +79,12 @@ def leaf_summaries(tree: Any, root: str = "batch") -> list[LeafSummary]:
         >>> leaf_summaries({"x": x})[0].bytes_per_device == 16 // len(jax.devices()) * 3 * 4
         True
     """
+    root = str(check_str("root", root))
     summaries = []
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+    for path, leaf in flatten_with_path(tree, root)[0]:
         name = root + jax.tree_util.keystr(tuple(path))
         shape = tuple(np.shape(leaf))
-        dtype = np.dtype(leaf.dtype if hasattr(leaf, "dtype") else np.result_type(leaf))
+        dtype = _dtype_of(leaf)
         sharding = getattr(leaf, "sharding", None)
         if not isinstance(sharding, Sharding):
             host = LeafSummary(name, shape, dtype.name, "host", None, None, None, None, None)

@@ -15,6 +15,9 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from datarax.sharding._checks import check_mapping, check_number, check_str, check_strings
+
+from . import _blocks
 from ._palette import text_color
 from ._pipeline_figures import png
 
@@ -38,6 +41,30 @@ def _greys(count: int) -> list[str]:
     return [to_hex((level, level, level)).upper() for level in levels]
 
 
+def _checked_events(title: object, events: object) -> list[Event]:
+    """`events` as a list of ``(lane, label, start, end)`` with finite float times."""
+    if isinstance(events, (str, bytes)) or not isinstance(events, Sequence):
+        raise TypeError(
+            f"panels[{title!r:.100}] must be a list of events (lane, label, start, end), "
+            f"got {type(events).__name__}: {events!r:.100}."
+        )
+    checked = []
+    for number, event in enumerate(events):
+        where = f"panels[{title!r:.100}][{number}]"
+        if isinstance(event, (str, bytes)) or not isinstance(event, Sequence) or len(event) != 4:
+            raise TypeError(
+                f"{where} must be an event (lane, label, start, end), got "
+                f"{type(event).__name__}: {event!r:.100}."
+            )
+        lane, label, start, end = event
+        lane = str(check_str(f"{where} lane", lane))
+        # Times of any clock, bounded so that spans in ms stay finite.
+        start = check_number(f"{where} start", start, minimum=-1e300, maximum=1e300)
+        end = check_number(f"{where} end", end, minimum=-1e300, maximum=1e300)
+        checked.append((lane, str(label), start, end))
+    return checked
+
+
 def plot_timeline(
     panels: Mapping[str, Sequence[Event]],
     *,
@@ -59,8 +86,12 @@ def plot_timeline(
         A `TimelinePlot`: the figure and, per panel and lane, the bars drawn.
 
     Raises:
-        ValueError: an event names a lane not in `lanes`, ends before it starts, or
-            `unit` is not allowed; or `panels` is empty.
+        TypeError: `panels` is not a non-empty mapping of event lists, an event is not
+            ``(lane, label, start, end)`` with numbers for times, or `lanes`, `unit`
+            or `width` is of the wrong type.
+        ValueError: an event names a lane not in `lanes`, ends before it starts or
+            has a time that is NaN or infinite; `lanes` is empty or repeats a lane;
+            `unit` is not allowed, or `width` is outside [2, 40] inches.
 
     Example:
         >>> events = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
@@ -68,12 +99,13 @@ def plot_timeline(
         >>> round(plot.bars["serial"]["step"][0].get_width(), 6)
         20.0
     """
-    scale = {"ms": 1e3, "s": 1.0}.get(unit)
-    if scale is None:
-        raise ValueError(f"unit must be 'ms' or 's', got {unit!r}.")
-    if not panels:
-        raise ValueError("panels must hold at least one panel of events.")
-    lanes = list(lanes)
+    scale = {"ms": 1e3, "s": 1.0}[str(check_str("unit", unit, choices=("ms", "s")))]
+    check_mapping("panels", panels, "{title: [(lane, label, start, end), ...]}")
+    lanes = list(check_strings("lanes", lanes))
+    if len(set(lanes)) < len(lanes):
+        raise ValueError(f"lanes must be distinct, got {lanes}.")
+    width = _blocks.check_width(width)
+    panels = {title: _checked_events(title, events) for title, events in panels.items()}
     colors = _greys(len(lanes))
     figure = Figure(figsize=(width, 0.4 + (0.35 + 0.4 * len(lanes)) * len(panels)))
     FigureCanvasAgg(figure)

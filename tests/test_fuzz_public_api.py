@@ -1,0 +1,387 @@
+"""Bad and odd arguments to the public functions of docs/api.md get our error, quickly.
+
+The rule every test here holds the library to: an exception a public function raises
+for an argument is a TypeError or ValueError whose traceback ends on a ``raise``
+statement in a file of the ``datarax`` package (so it is our message, not an error of
+numpy, matplotlib or JAX passing through); each call returns or raises within a few
+seconds; and numpy arguments are left as they were. Pictures are sized by what they
+draw, never by the value of a host or device id.
+"""
+
+from __future__ import annotations
+
+import linecache
+import signal
+import time
+import traceback
+import tracemalloc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jax
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from _snapshots import snapshot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import datarax
+from datarax import distributed, exercises, viz
+from datarax.exercises import _core
+from datarax.sharding import (
+    RowLedger,
+    global_to_local_shape,
+    local_index,
+    local_to_global_shape,
+    pad_to_multiple,
+    pretend_hosts,
+    shard_bounds,
+)
+
+PACKAGE = Path(datarax.__file__).resolve().parent
+CALL_LIMIT_S = 5
+MESH = jax.make_mesh((8,), ("data",))
+ROWS = NamedSharding(MESH, P("data"))
+ARRAY = jax.device_put(np.zeros((16, 4), np.float32), ROWS)
+MASK = jax.device_put(np.arange(16) < 13, ROWS)
+LEDGER = RowLedger(ROWS, 16, host_of=pretend_hosts(2))
+EVENTS = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
+
+
+class _TooSlow(BaseException):
+    """Raised by the alarm; a BaseException, so that no ``except Exception`` hides it."""
+
+
+@contextmanager
+def _time_limit(seconds: int) -> Iterator[None]:
+    def stop(*_: Any) -> None:
+        raise _TooSlow(f"the call ran past {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _is_ours(error: BaseException) -> bool:
+    """Whether `error` is a TypeError/ValueError raised by a `raise` in datarax itself."""
+    if not isinstance(error, (TypeError, ValueError)):
+        return False
+    last = traceback.extract_tb(error.__traceback__)[-1]
+    line = linecache.getline(last.filename, last.lineno).strip()
+    return Path(last.filename).resolve().is_relative_to(PACKAGE) and line.startswith("raise")
+
+
+def _call_checked(call: Callable[[Any], Any], value: Any) -> None:
+    """Calls `call(value)` and asserts the rule of this module."""
+    before = snapshot(value)
+    try:
+        with _time_limit(CALL_LIMIT_S):
+            call(value)
+    except (TypeError, ValueError) as error:
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        assert _is_ours(error), (
+            f"{type(error).__name__} from {where.filename}:{where.lineno}, not a raise of "
+            f"datarax: {error}"
+        )
+    except _TooSlow:
+        pytest.fail(f"the call did not end within {CALL_LIMIT_S} s")
+    except Exception as error:
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        pytest.fail(f"raw {type(error).__name__} from {where.filename}:{where.lineno}: {error}")
+    finally:
+        plt.close("all")
+    assert snapshot(value) == before, "the call changed its argument"
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+# One entry per public function and argument: a call with `v` in that argument's place
+# (or inside it, e.g. one strip of plot_rows) and good values everywhere else.
+CALLS: dict[str, Callable[[Any], Any]] = {
+    "plot_sharding(array)": lambda v: viz.plot_sharding(v),
+    "plot_sharding(color_by)": lambda v: viz.plot_sharding(ARRAY, color_by=v),
+    "plot_sharding(dim_names)": lambda v: viz.plot_sharding(ARRAY, dim_names=v),
+    "plot_sharding(title)": lambda v: viz.plot_sharding(ARRAY, title=v),
+    "plot_sharding(width)": lambda v: viz.plot_sharding(ARRAY, width=v),
+    "plot_ledger(ledger)": lambda v: viz.plot_ledger(v),
+    "plot_ledger(width)": lambda v: viz.plot_ledger(LEDGER, width=v),
+    "plot_ledger(max_bars)": lambda v: viz.plot_ledger(LEDGER, max_bars=v),
+    "plot_ledger(title)": lambda v: viz.plot_ledger(LEDGER, title=v),
+    "summarize(tree)": lambda v: viz.summarize(v),
+    "summarize(leaf)": lambda v: viz.summarize({"x": v, "y": ARRAY}),
+    "summarize(root)": lambda v: viz.summarize({"x": ARRAY}, root=v),
+    "summary_table(tree)": lambda v: viz.summary_table({"x": v}),
+    "summary_table(root)": lambda v: viz.summary_table({"x": ARRAY}, root=v),
+    "leaf_summaries(tree)": lambda v: viz.leaf_summaries([v, ARRAY]),
+    "leaf_summaries(root)": lambda v: viz.leaf_summaries({"x": ARRAY}, root=v),
+    "format_spec(sharding)": lambda v: viz.format_spec(v),
+    "device_colors(count)": lambda v: viz.device_colors(v),
+    "host_colors(count)": lambda v: viz.host_colors(v),
+    "host_hatch(host)": lambda v: viz.host_hatch(v),
+    "text_color(fill)": lambda v: viz.text_color(v),
+    "plot_devices(layout)": lambda v: viz.plot_devices(v),
+    "plot_devices(titles)": lambda v: viz.plot_devices(MESH.devices, titles=v),
+    "plot_devices(host_of)": lambda v: viz.plot_devices(MESH.devices, host_of=v),
+    "plot_devices(host_of value)": lambda v: viz.plot_devices(
+        MESH.devices, host_of={**pretend_hosts(2), 3: v}
+    ),
+    "plot_devices(this_host)": lambda v: viz.plot_devices(MESH.devices, this_host=v),
+    "plot_devices(color_by)": lambda v: viz.plot_devices(MESH.devices, color_by=v),
+    "plot_host_rows(shardings)": lambda v: viz.plot_host_rows(v, 16),
+    "plot_host_rows(num_rows)": lambda v: viz.plot_host_rows({"rows": ROWS}, v),
+    "plot_host_rows(host_of)": lambda v: viz.plot_host_rows({"rows": ROWS}, 16, host_of=v),
+    "plot_host_rows(title)": lambda v: viz.plot_host_rows({"rows": ROWS}, 16, title=v),
+    "plot_mask(masks)": lambda v: viz.plot_mask(v),
+    "plot_mask(panel)": lambda v: viz.plot_mask({"a": MASK, "b": v}),
+    "plot_mask(title)": lambda v: viz.plot_mask(MASK, title=v),
+    "plot_estimates(values)": lambda v: viz.plot_estimates(v, exact="exact"),
+    "plot_estimates(value)": lambda v: viz.plot_estimates({"exact": 0.5, "b": v}, exact="exact"),
+    "plot_estimates(exact)": lambda v: viz.plot_estimates({"exact": 0.5}, exact=v),
+    "plot_estimates(quantity)": lambda v: viz.plot_estimates({"a": 1.0}, exact="a", quantity=v),
+    "plot_estimates(digits)": lambda v: viz.plot_estimates({"a": 1.0}, exact="a", digits=v),
+    "plot_estimates(title)": lambda v: viz.plot_estimates({"a": 1.0}, exact="a", title=v),
+    "plot_rows(strips)": lambda v: viz.plot_rows(v),
+    "plot_rows(strip)": lambda v: viz.plot_rows({"a": [0, 1], "b": v}, color_by="host"),
+    "plot_rows(color_by)": lambda v: viz.plot_rows({"a": [0, 1]}, color_by=v),
+    "plot_rows(names)": lambda v: viz.plot_rows({"a": [0, 1]}, names=v),
+    "plot_rows(name)": lambda v: viz.plot_rows({"a": [0, 1]}, names={0: v}),
+    "plot_rows(title)": lambda v: viz.plot_rows({"a": [0, 1]}, title=v),
+    "plot_rows(xlabel)": lambda v: viz.plot_rows({"a": [0, 1]}, xlabel=v),
+    "plot_rows(width)": lambda v: viz.plot_rows({"a": [0, 1]}, width=v),
+    "plot_row_grid(panels)": lambda v: viz.plot_row_grid({"e": v}, columns=2),
+    "plot_row_grid(columns)": lambda v: viz.plot_row_grid({"e": [0, 1, 1]}, columns=v),
+    "plot_row_grid(color_by)": lambda v: viz.plot_row_grid({"e": [0, 1]}, columns=2, color_by=v),
+    "plot_row_grid(title)": lambda v: viz.plot_row_grid({"e": [0, 1]}, columns=2, title=v),
+    "plot_row_grid(width)": lambda v: viz.plot_row_grid({"e": [0, 1]}, columns=2, width=v),
+    "device_of_rows(array)": lambda v: viz.device_of_rows(v),
+    "plot_timeline(panels)": lambda v: viz.plot_timeline(v, lanes=("input", "step")),
+    "plot_timeline(events)": lambda v: viz.plot_timeline({"a": v}, lanes=("input", "step")),
+    "plot_timeline(time)": lambda v: viz.plot_timeline(
+        {"a": [("input", "0", 0.0, v)]}, lanes=("input",)
+    ),
+    "plot_timeline(lanes)": lambda v: viz.plot_timeline({"a": EVENTS}, lanes=v),
+    "plot_timeline(unit)": lambda v: viz.plot_timeline(
+        {"a": EVENTS}, lanes=("input", "step"), unit=v
+    ),
+    "plot_timeline(width)": lambda v: viz.plot_timeline(
+        {"a": EVENTS}, lanes=("input", "step"), width=v
+    ),
+    "plot_reads(segments)": lambda v: viz.plot_reads(v),
+    "plot_reads(hosts)": lambda v: viz.plot_reads({"a": {1: ([0, 1], v)}}),
+    "plot_reads(rows)": lambda v: viz.plot_reads({"a": {1: (v, [0, 1])}}),
+    "plot_reads(title)": lambda v: viz.plot_reads({"a": {1: ([0, 1], [0, 1])}}, title=v),
+    "plot_epoch_ends(panels)": lambda v: viz.plot_epoch_ends({"p": v}),
+    "plot_epoch_ends(host)": lambda v: viz.plot_epoch_ends(
+        {"p": {v: ["done"]} if _hashable(v) else v}
+    ),
+    "plot_epoch_ends(states)": lambda v: viz.plot_epoch_ends({"p": {0: v}}),
+    "plot_epoch_ends(title)": lambda v: viz.plot_epoch_ends({"p": {0: ["done"]}}, title=v),
+    "pretend_hosts(num_hosts)": lambda v: pretend_hosts(v),
+    "pretend_hosts(devices)": lambda v: pretend_hosts(1, v),
+    "global_to_local_shape(sharding)": lambda v: global_to_local_shape(v, (16,)),
+    "global_to_local_shape(global_shape)": lambda v: global_to_local_shape(ROWS, v),
+    "global_to_local_shape(process_index)": lambda v: global_to_local_shape(
+        ROWS, (16,), process_index=v
+    ),
+    "local_to_global_shape(local_shape)": lambda v: local_to_global_shape(ROWS, v),
+    "local_to_global_shape(process_index)": lambda v: local_to_global_shape(
+        ROWS, (16,), process_index=v
+    ),
+    "local_index(global_shape)": lambda v: local_index(ROWS, v),
+    "local_index(process_index)": lambda v: local_index(ROWS, (16,), process_index=v),
+    "pad_to_multiple(batch)": lambda v: pad_to_multiple({"x": v}, 4),
+    "pad_to_multiple(multiple)": lambda v: pad_to_multiple({"x": np.arange(5)}, v),
+    "shard_bounds(num_rows)": lambda v: shard_bounds(v, 0, 2),
+    "shard_bounds(process_index)": lambda v: shard_bounds(10, v, 2),
+    "shard_bounds(process_count)": lambda v: shard_bounds(10, 0, v),
+    "shard_bounds(drop_remainder)": lambda v: shard_bounds(10, 0, 2, drop_remainder=v),
+    "RowLedger(sharding)": lambda v: RowLedger(v, 16),
+    "RowLedger(num_rows)": lambda v: RowLedger(ROWS, v),
+    "RowLedger(host_of)": lambda v: RowLedger(ROWS, 16, host_of=v),
+    "RowLedger.host_of_device": lambda v: LEDGER.host_of_device(v),
+    "RowLedger.rows_of_device": lambda v: LEDGER.rows_of_device(v),
+    "RowLedger.devices_of_host": lambda v: LEDGER.devices_of_host(v),
+    "RowLedger.blocks_of_host": lambda v: LEDGER.blocks_of_host(v),
+    "RowLedger.rows_of_host": lambda v: LEDGER.rows_of_host(v),
+    "RowLedger.row_count": lambda v: LEDGER.row_count(v),
+    "RowLedger.devices_of_row": lambda v: LEDGER.devices_of_row(v),
+    "RowLedger.hosts_of_row": lambda v: LEDGER.hosts_of_row(v),
+    "RowLedger.hosts_sharing_with": lambda v: LEDGER.hosts_sharing_with(v),
+    "setup_devices(needed)": lambda v: distributed.setup_devices(v),
+    "choose_devices(accelerator_platform)": lambda v: distributed.choose_devices(v, 1, 8),
+    "choose_devices(accelerator_count)": lambda v: distributed.choose_devices("tpu", v, 8),
+    "choose_devices(needed)": lambda v: distributed.choose_devices("tpu", 1, v),
+    "check(name)": lambda v: exercises.check(v, lambda n: 2 * n, quiet=True),
+    "check(answer)": lambda v: exercises.check("00.example", v, quiet=True),
+    "check(answer's result)": lambda v: exercises.check("00.example", lambda n: v, quiet=True),
+    "check(quiet)": lambda v: exercises.check("00.example", lambda n: 2 * n, quiet=v),
+    "check(hint)": lambda v: exercises.check("00.example", lambda n: n, quiet=True, hint=v),
+}
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 20),
+    st.sampled_from([-1, 0, 10**9, 10**30, -(10**30), 2**63]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=4),
+    st.sampled_from(["device", "host", "process", "ms", "done", "#332288", "exact"]),
+)
+_arrays = st.one_of(
+    hnp.arrays(
+        st.sampled_from([np.int64, np.int8, np.uint64, np.float32, np.bool_, np.str_]),
+        hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3),
+    ),
+    st.lists(_scalars, max_size=3).map(lambda items: np.array([*items, object()], dtype=object)),
+)
+ODD = st.recursive(
+    st.one_of(_scalars, _arrays),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(st.text(max_size=2), st.integers(-1, 3)), inner, max_size=3),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(name=st.sampled_from(sorted(CALLS)), value=ODD)
+def test_odd_arguments_get_our_error_quickly_and_stay_unchanged(name: str, value: Any) -> None:
+    _call_checked(CALLS[name], value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["summarize(leaf)", "summary_table(tree)", "leaf_summaries(tree)"],
+)
+@pytest.mark.parametrize("leaf", ["abc", b"ab", object()], ids=["str", "bytes", "object"])
+def test_summaries_list_a_str_or_object_leaf_as_a_host_leaf(name: str, leaf: Any) -> None:
+    _call_checked(CALLS[name], leaf)
+    rows = viz.leaf_summaries({"x": leaf})
+    assert [(row.spec, row.shape, row.bytes_per_device) for row in rows] == [("host", (), None)]
+
+
+def test_a_negative_host_is_named_in_plot_devices() -> None:
+    with pytest.raises(ValueError, match=r"host_of\[3\] must be an int >= 0, got -1"):
+        viz.plot_devices(MESH.devices, host_of={**pretend_hosts(2), 3: -1})
+    with pytest.raises(ValueError, match="this_host must be an int >= 0, got -1"):
+        viz.plot_devices(MESH.devices, this_host=-1)
+
+
+def test_device_of_rows_names_a_0d_array() -> None:
+    scalar = jax.device_put(np.float32(1), NamedSharding(MESH, P()))
+    with pytest.raises(ValueError, match="the array is 0-d, so it has no rows"):
+        viz.device_of_rows(scalar)
+    with pytest.raises(TypeError, match=r"device_of_rows reads a jax\.Array"):
+        viz.device_of_rows(np.zeros(4))
+
+
+def test_plot_timeline_names_a_width_of_zero() -> None:
+    with pytest.raises(ValueError, match=r"width must be a number of inches in \[2, 40\], got 0"):
+        viz.plot_timeline({"a": EVENTS}, lanes=("input", "step"), width=0)
+
+
+HUGE_HOST = 10**9
+# Each draws host 10**9 (or colours for it); a list sized by the id would hold 10**9 entries.
+BIG_IDS: dict[str, Callable[[], Any]] = {
+    "plot_rows": lambda: viz.plot_rows({"hosts": [0, HUGE_HOST]}, color_by="host"),
+    "plot_row_grid": lambda: viz.plot_row_grid({"e": [0, HUGE_HOST]}, columns=2),
+    "plot_devices(host_of)": lambda: viz.plot_devices(
+        MESH.devices, host_of={d.id: HUGE_HOST for d in MESH.devices.flat}
+    ),
+    "plot_devices(this_host)": lambda: viz.plot_devices(MESH.devices, this_host=HUGE_HOST),
+    "plot_host_rows": lambda: viz.plot_host_rows(
+        {"rows": ROWS}, 16, host_of={d.id: HUGE_HOST + d.id for d in MESH.devices.flat}
+    ),
+    "plot_ledger": lambda: viz.plot_ledger(
+        RowLedger(ROWS, 16, host_of={d.id: HUGE_HOST + d.id for d in MESH.devices.flat})
+    ),
+    "plot_reads": lambda: viz.plot_reads({"a": {1: ([0, 1], [0, HUGE_HOST])}}),
+    "plot_epoch_ends": lambda: viz.plot_epoch_ends({"p": {HUGE_HOST: ["done"]}}),
+    "host_hatch": lambda: viz.host_hatch(HUGE_HOST),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BIG_IDS))
+def test_a_picture_of_host_1e9_is_sized_by_what_it_draws(name: str) -> None:
+    BIG_IDS[name]()  # a first call pays for imports and font caches
+    plt.close("all")
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with _time_limit(CALL_LIMIT_S):
+            BIG_IDS[name]()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        plt.close("all")
+    assert peak < 32 * 2**20, f"{name} peaked at {peak / 2**20:.0f} MiB"
+    assert time.perf_counter() - start < 2.0
+
+
+def test_colour_lists_are_capped_with_the_way_out() -> None:
+    assert len(viz.host_colors(65_536)) == 65_536
+    with pytest.raises(ValueError, match=r"count must be an int in \[0, 65536\].*palette\[i % 4\]"):
+        viz.host_colors(10**9)
+    with pytest.raises(ValueError, match=r"palette\[i % 9\]"):
+        viz.device_colors(10**30)
+
+
+def _looped() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+def _deep(levels: int) -> list[Any]:
+    nested: list[Any] = []
+    for _ in range(levels):
+        nested = [nested]
+    return nested
+
+
+@pytest.mark.parametrize("answer", ["looped", "deep"])
+def test_checkers_bound_time_and_memory_for_an_endless_answer(answer: str) -> None:
+    """Every exercise's checker turns down a list that holds itself, or one nested 10**5
+    deep, within a second and a few MiB (the bound is `_values.MAX_DEPTH`)."""
+    value = _looped() if answer == "looped" else _deep(10**5)
+    for name in sorted(_core._CHECKERS):
+        tracemalloc.start()
+        start = time.perf_counter()
+        try:
+            with _time_limit(CALL_LIMIT_S):
+                feedback = exercises.check(name, lambda *args, **kwargs: value, quiet=True)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert not feedback and not feedback.checker_bug, (name, feedback)
+        assert time.perf_counter() - start < 1.0, name
+        assert peak < 8 * 2**20, (name, peak)
+
+
+def test_a_tree_that_contains_itself_is_named() -> None:
+    with pytest.raises(ValueError, match="batch contains itself"):
+        viz.summarize(_looped())
+    with pytest.raises(ValueError, match="batch contains itself"):
+        pad_to_multiple({"x": _looped()}, 2)
