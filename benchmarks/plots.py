@@ -244,7 +244,7 @@ def host_work(results: dict[str, Any], path: Path) -> None:
     """Records per second against the cost of a record, and the two ratios per cost."""
     work = results["host_work"]
     cases = work["cases"]
-    costs = [case["cost_ms"] for case in cases]
+    costs = [case["measured_ms_per_record"] for case in cases]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4), width_ratios=(1.4, 1))
     styles = {
         "plain loop": ("C7", "o", ":"),
@@ -256,14 +256,15 @@ def host_work(results: dict[str, Any], path: Path) -> None:
         "Grain mp_prefetch 2": ("C4", ">", "--"),
     }
     for name, (color, marker, line) in styles.items():
-        rates = [case["records_per_s"][name] for case in cases]
+        drawn = [case for case in cases if name in case["records_per_s"]]
+        rates = [case["records_per_s"][name] for case in drawn]
         middle = [statistics.median(r) for r in rates]
         spread = [
             [m - min(r) for m, r in zip(middle, rates, strict=True)],
             [max(r) - m for m, r in zip(middle, rates, strict=True)],
         ]
         left.errorbar(
-            costs,
+            [case["measured_ms_per_record"] for case in drawn],
             middle,
             yerr=spread,
             color=color,
@@ -274,7 +275,7 @@ def host_work(results: dict[str, Any], path: Path) -> None:
         )
     left.set_xscale("log")
     left.set_yscale("log")
-    left.set_xticks(costs, [f"{c:g}" for c in costs])
+    left.set_xticks(costs, [f"{c:.2g}" for c in costs])
     left.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     left.set_xlabel("work per record on one core (ms)")
     left.set_ylabel("records per second (median, bars: range)")
@@ -307,7 +308,7 @@ def host_work(results: dict[str, Any], path: Path) -> None:
     right.axhline(
         1.5, color="C2", linewidth=0.8, linestyle=":", label="workers target at >= 1.6 ms (1.5)"
     )
-    right.set_xticks(list(positions), [f"{c:g} ms" for c in costs])
+    right.set_xticks(list(positions), [f"{c:.2g} ms" for c in costs])
     right.set_ylabel("ratio of records per second (median of rounds)")
     right.set_title("side by side, per round", fontsize=10)
     right.legend(fontsize=7, loc="upper right")
