@@ -204,8 +204,10 @@ def host_work(costs_ms: Iterable[float] = COSTS_MS, rounds: int = 3) -> dict[str
     data = _data()
     order = random.Random(0)
     cases = []
-    for cost in costs_ms:
-        passes, measured_ms = _passes_for(cost, data)
+    # Calibrated before any candidate runs: a Grain iterator's processes can go on
+    # working for a while after it is deleted, and would slow the measurement.
+    calibrated = {cost: _passes_for(cost, data) for cost in costs_ms}
+    for cost, (passes, measured_ms) in calibrated.items():
         candidates = _candidates(data, passes, cost)
         samples: dict[str, list[float]] = {name: [] for name in candidates}
         for _ in range(rounds):
