@@ -224,3 +224,18 @@ def test_07_quotes_the_recorded_staging_ratio() -> None:
     quoted = re.search(r"staging the batch through one device.*?([\d.]+) times", text, re.S)
     assert quoted, "tutorial 07 no longer quotes the staging ratio"
     assert float(quoted.group(1)) == round(recorded, 1)
+
+
+def test_07_quotes_the_recorded_host_work_ratios() -> None:
+    """The workers=2 / workers=0 ratios tutorial 07 quotes are the recorded ones."""
+    results = json.loads((ROOT / "docs/benchmarks/results.json").read_text())
+    recorded = {
+        case["cost_ms"]: case["workers_over_none"] for case in results["host_work"]["cases"]
+    }
+    text = "\n".join(
+        cell.source for cell in jupytext.read(ROOT / "tutorials/07_performance.md").cells
+    )
+    quoted = re.findall(r"at ([\d.]+) ms per record `workers=2` made ([\d.]+) times", text)
+    assert len(quoted) >= 2, "tutorial 07 no longer quotes the host-work ratios"
+    for cost, ratio in quoted:
+        assert float(ratio) == round(recorded[float(cost)], 2), (cost, ratio)
