@@ -10,9 +10,9 @@ asks for batch k and for a bounded number after it (``2 * N`` in flight), and ta
 them back in order, so the batches are the ones ``workers=0`` makes.
 
 The workers start at the pipeline's first batch and serve all its epochs. None
-outlives its use: the pool is stopped (its processes terminated, batches in flight
-dropped) when the pipeline is collected and at exit, before Python's own exit handler
-for process pools, which would wait for a stage that never returns. A stage in a worker
+outlives its use: the pool is stopped when the pipeline is collected and at exit, before
+Python's own exit handler for process pools, which would wait for a stage that never
+returns: a worker still at work `_CLOSE_GRACE_S` later is terminated. A stage in a worker
 must return host data: jax.Arrays there are an error naming the stage. A
 worker ignores Ctrl-C (the parent handles it and closes the pool), and a thread in
 each worker ends it within `_WATCH_S` once the pipeline's process is gone, even
@@ -41,6 +41,7 @@ from datarax.pipeline._sources import Rows, read_rows
 
 _WATCH_S = 0.2  # how often a worker checks that its parent is still there
 _AHEAD_PER_WORKER = 2  # batches in flight per worker
+_CLOSE_GRACE_S = 1.0  # how long a closing pool's workers may take to finish their batch
 _context = multiprocessing.get_context("forkserver")
 _work: tuple[Any, tuple[Callable[[Any], Any], ...]] | None = None  # (source, stages), per worker
 
@@ -220,17 +221,24 @@ class HostWorkers:
             ) from error
 
     def close(self) -> None:
-        """Stops the workers now: a batch being made is not wanted any more."""
+        """Stops the workers: they finish the batches handed to them, or are terminated
+        after `_CLOSE_GRACE_S`."""
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
         _open.discard(self)
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            # Read before shutdown, which drops them. Python 3.14's terminate_workers()
-            # does the same; without it the pool's exit handler would wait for a stage
-            # that never returns.
+            # Read before shutdown, which drops them.
             processes = list((getattr(pool, "_processes", None) or {}).values())
             pool.shutdown(wait=False, cancel_futures=True)
+            # A worker ends once the batches already handed to it are made. One that is
+            # still at work after the grace period is terminated: the pool's exit
+            # handler would otherwise wait for a stage that never returns. Not at once:
+            # a worker killed while it sends a batch would leave the pool's reader
+            # waiting for the rest of it.
+            deadline = time.monotonic() + _CLOSE_GRACE_S
             for process in processes:
-                process.terminate()
+                process.join(max(0.0, deadline - time.monotonic()))
+                if process.is_alive():
+                    process.terminate()
