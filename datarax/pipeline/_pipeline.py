@@ -173,8 +173,7 @@ class Pipeline:
             picklable (top-level functions or classes of a module), and each worker
             holds its own copy of the source. The workers start at the first batch
             and serve every epoch until the pipeline is garbage-collected or the
-            process exits, which then stop them at once, even in a stage that
-            never returns. The stages must stay on the host
+            process exits. The stages must stay on the host
             (numpy): a stage that places batches on devices belongs in
             `device_stages` (which, like the placement of global batches, stays in
             this process) or in a pipeline with workers=0.

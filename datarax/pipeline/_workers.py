@@ -10,9 +10,11 @@ asks for batch k and for a bounded number after it (``2 * N`` in flight), and ta
 them back in order, so the batches are the ones ``workers=0`` makes.
 
 The workers start at the pipeline's first batch and serve all its epochs. None
-outlives its use: the pool is stopped when the pipeline is collected and at exit, before
-Python's own exit handler for process pools, which would wait for a stage that never
-returns: a worker still at work `_CLOSE_GRACE_S` later is terminated. A stage in a worker
+outlives its use: the pool is stopped when the pipeline is collected (a worker still at
+work `_CLOSE_GRACE_S` later is terminated, so a stage that never returns does not hold
+it up) and at exit. At exit, Python's own handler for process pools runs first and
+waits for the batches in flight: a stage that never returns then holds up exit, unless
+the pipeline was deleted before. A stage in a worker
 must return host data: jax.Arrays there are an error naming the stage. A
 worker ignores Ctrl-C (the parent handles it and closes the pool), and a thread in
 each worker ends it within `_WATCH_S` once the pipeline's process is gone, even
@@ -29,7 +31,6 @@ import signal
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -164,21 +165,6 @@ def _round_trips(error: BaseException) -> bool:
     return True
 
 
-_open: weakref.WeakSet[HostWorkers] = weakref.WeakSet()  # pools started and not closed
-
-
-def _close_open_pools() -> None:
-    for workers in list(_open):
-        workers.close()
-
-
-# Interpreter exit joins every ProcessPoolExecutor's thread, which waits for the batches
-# in flight, forever if a stage never returns. Exit handlers registered this way run
-# last-registered first, so this one, registered after concurrent.futures.process was
-# imported (above), stops the workers before that join.
-threading._register_atexit(_close_open_pools)  # type: ignore[attr-defined]
-
-
 class HostWorkers:
     """`workers` processes making a pipeline's host batches, ahead of the parent, in order.
 
@@ -207,7 +193,6 @@ class HostWorkers:
                 initializer=_start_worker,
                 initargs=(self._payload, os.getpid()),
             )
-            _open.add(self)
         try:
             for key in sorted(wanted - self._pending.keys()):
                 self._pending[key] = self._pool.submit(_make_batch, rows_of(key[1]))
@@ -226,7 +211,6 @@ class HostWorkers:
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
-        _open.discard(self)
         if self._pool is not None:
             pool, self._pool = self._pool, None
             # Read before shutdown, which drops them.
