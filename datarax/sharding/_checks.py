@@ -13,7 +13,7 @@ import math
 import numbers
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import jax
 import numpy as np
@@ -155,6 +155,16 @@ def check_mapping(name: str, value: Any, form: str) -> collections.abc.Mapping[A
     return value
 
 
+def is_sequence(value: Any) -> TypeGuard[Sequence[Any]]:
+    """Whether `value` is a list, tuple or other `Sequence` that is not text.
+
+    Example:
+        >>> is_sequence([1, 2]), is_sequence("12"), is_sequence(b"12")
+        (True, False, False)
+    """
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
 def check_shape(name: str, value: Any) -> tuple[int, ...]:
     """Returns `value` as a tuple of ints >= 0 (an array's shape).
 
@@ -162,7 +172,7 @@ def check_shape(name: str, value: Any) -> tuple[int, ...]:
         >>> check_shape("global_shape", [16, np.int64(3)])
         (16, 3)
     """
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+    if not is_sequence(value):
         raise TypeError(
             f"{name} must be a tuple of ints, one size per dimension, got "
             f"{type(value).__name__}: {value!r:.100}; e.g. {name}=(16, 3)."

@@ -61,9 +61,8 @@ def pretend_hosts(num_hosts: int, devices: Any = None) -> dict[int, int]:
         ) from None
     num_hosts = check_int("num_hosts", num_hosts)
     for number, device in enumerate(devices):
-        if isinstance(getattr(device, "id", None), bool) or not isinstance(
-            getattr(device, "id", None), int
-        ):
+        device_id = getattr(device, "id", None)
+        if isinstance(device_id, bool) or not isinstance(device_id, int):
             raise TypeError(
                 f"devices[{number}] must be a device (with an int id, as jax.devices() "
                 f"gives them), got {type(device).__name__}: {device!r:.100}."

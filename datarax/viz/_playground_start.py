@@ -7,7 +7,7 @@ from typing import Any
 
 from jax.sharding import PartitionSpec
 
-from datarax.sharding._checks import check_int, spec_axis_names
+from datarax.sharding._checks import check_int, is_sequence, spec_axis_names
 
 from ._playground import Playground
 from ._playground_model import (
@@ -100,7 +100,7 @@ def playground(
 
 
 def _sizes(name: str, sizes: Any, least: int, most: int, largest: int) -> tuple[int, ...]:
-    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence):
+    if not is_sequence(sizes):
         raise TypeError(f"{name} must be a tuple of ints, e.g. (4, 2), got {sizes!r}.")
     if not least <= len(sizes) <= most:
         raise ValueError(

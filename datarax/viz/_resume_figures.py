@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from datarax.sharding._checks import check_int, check_mapping, check_str
+from datarax.sharding._checks import check_int, check_mapping, check_str, is_sequence
 
 from . import _blocks
 from ._palette import hatch_color, host_color, host_hatch, text_color
@@ -92,7 +92,7 @@ def _checked(segments: Any) -> list[tuple[str, list[tuple[Any, list[int], list[i
         columns = []
         for step, pair in steps.items():
             where = f"segments[{label!r}][{step!r:.40}]"
-            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+            if not is_sequence(pair) or len(pair) != 2:
                 raise TypeError(f"{where} must be a pair (rows, hosts), got {pair!r:.100}.")
             rows, hosts = _ints(f"{where} rows", pair[0]), _ints(f"{where} hosts", pair[1])
             if len(rows) != len(hosts) or not rows or size not in (None, len(rows)):
@@ -274,7 +274,7 @@ def plot_epoch_ends(
         for host, states in hosts.items():
             where = f"panels[{label!r}][{host!r:.40}]"
             host = check_int(f"a host of panels[{label!r}]", host, minimum=0)
-            if isinstance(states, (str, bytes)) or not isinstance(states, Sequence):
+            if not is_sequence(states):
                 raise TypeError(f"{where} must be a list of states, got {states!r:.100}.")
             cells += len(states)
             _check_cells(cells, "panels")

@@ -15,7 +15,13 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from datarax.sharding._checks import check_mapping, check_number, check_str, check_strings
+from datarax.sharding._checks import (
+    check_mapping,
+    check_number,
+    check_str,
+    check_strings,
+    is_sequence,
+)
 
 from . import _blocks
 from ._palette import text_color
@@ -43,7 +49,7 @@ def _greys(count: int) -> list[str]:
 
 def _checked_events(title: object, events: object) -> list[Event]:
     """`events` as a list of ``(lane, label, start, end)`` with finite float times."""
-    if isinstance(events, (str, bytes)) or not isinstance(events, Sequence):
+    if not is_sequence(events):
         raise TypeError(
             f"panels[{title!r:.100}] must be a list of events (lane, label, start, end), "
             f"got {type(events).__name__}: {events!r:.100}."
@@ -51,7 +57,7 @@ def _checked_events(title: object, events: object) -> list[Event]:
     checked = []
     for number, event in enumerate(events):
         where = f"panels[{title!r:.100}][{number}]"
-        if isinstance(event, (str, bytes)) or not isinstance(event, Sequence) or len(event) != 4:
+        if not is_sequence(event) or len(event) != 4:
             raise TypeError(
                 f"{where} must be an event (lane, label, start, end), got "
                 f"{type(event).__name__}: {event!r:.100}."
