@@ -9,6 +9,8 @@ import importlib
 import json
 import math
 import re
+import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises import _core, check
+from datarax.exercises import _answers, _core, check
 from datarax.exercises._feedback import Feedback
 from datarax.sharding import RowLedger, pad_to_multiple, shard_bounds
 
@@ -285,7 +287,7 @@ def test_the_checkers_own_answer_is_off_limits(name: str, module: str, function:
     assert answer_key.__code__.co_name == function  # restored after the check
 
 
-# Hints in two steps; the checker's own bugs; the grade log. --------------------------
+# Hints; the checker's own bugs; copies of its answer; recorded answers. ---------------
 
 
 def test_the_hint_gives_the_idea_first_then_the_method(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -314,16 +316,68 @@ def test_an_error_in_the_checker_is_reported_as_the_checkers(
     assert "your function raised" not in feedback.message
 
 
-def test_results_are_appended_to_the_grade_log(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
-) -> None:
-    log = tmp_path / "grades.jsonl"
-    monkeypatch.setenv(_core.GRADE_LOG, str(log))
-    check("00.example", lambda n: 2 * n, quiet=True)
-    check("00.example", lambda n: ..., quiet=True)
-    lines = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [(line["exercise"], line["ok"]) for line in lines] == [
-        ("00.example", True),
-        ("00.example", False),
-    ]
-    assert lines[1]["message"].startswith("Not yet: not answered yet.")
+def test_a_copy_of_the_checkers_own_answer_is_its_work_not_the_readers() -> None:
+    from datarax.exercises._nb07 import scheduled_ms
+
+    copied = types.FunctionType(scheduled_ms.__code__, {"max": max}, "my_schedule")
+
+    def epoch_ms(step_ms, input_ms, steps, prefetch):
+        return copied(step_ms, input_ms, steps, 2 if prefetch else None)
+
+    feedback = check("07.epoch_ms", epoch_ms, quiet=True)
+    assert not feedback and "the checker's own scheduled_ms" in feedback.message, feedback
+
+
+def test_an_answer_that_switches_off_the_watch_is_refused() -> None:
+    def epoch_ms(step_ms, input_ms, steps, prefetch):
+        sys.setprofile(None)
+        if not prefetch:
+            return steps * (step_ms + input_ms)
+        return input_ms + step_ms + (steps - 1) * max(step_ms, input_ms)
+
+    feedback = check("07.epoch_ms", epoch_ms, quiet=True)
+    assert not feedback and "sys.setprofile" in feedback.message, feedback
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda s, i, n, p: (s + i) * n if not p else i + s + (n - 1) * max(s, i),
+        lambda s, i, n, p: s * n,
+        lambda s, i, n, p: (x for x in ()),
+        lambda s, i, n, p: None,
+        lambda s, i, n, p: 1 / 0,
+        ...,
+    ],
+    ids=["right", "wrong", "generator", "none", "raises", "placeholder"],
+)
+def test_recorded_answers_replay_to_the_same_verdict(answer: Any) -> None:
+    """What the grader does: record in the student's kernel, judge the record as JSON."""
+    with _answers.recording() as steps:
+        there = _core._judge("07.epoch_ms", answer, hint=1)
+    record = json.loads(json.dumps(steps))
+    with _answers.replaying(record):
+        here = _core._judge("07.epoch_ms", None, hint=1)
+    assert (here.ok, here.message) == (there.ok, there.message)
+
+
+@pytest.mark.parametrize("name", sorted(SOLUTIONS))
+def test_every_notebooks_solution_is_right_when_replayed(name: str) -> None:
+    """Every checker's values survive the trip as JSON: arrays with their sharding, a
+    jitted gradient, an expected ValueError."""
+    with _answers.recording() as steps:
+        assert _core._judge(name, SOLUTIONS[name], hint=1)
+    with _answers.replaying(json.loads(json.dumps(steps))):
+        replayed = _core._judge(name, None, hint=1)
+    assert replayed, replayed
+
+
+def test_a_record_cut_short_or_forged_cannot_pass() -> None:
+    right_steps = [{"value": 420.0}, {"value": 255.0}]  # the first case's two answers
+    with _answers.replaying(right_steps), pytest.raises(_answers.Unreplayable):
+        _core._judge("07.epoch_ms", None, hint=1)
+    with (
+        _answers.replaying([{"value": {"eval": "print(1)"}}]),
+        pytest.raises(_answers.Unreplayable),
+    ):
+        _core._judge("07.epoch_ms", None, hint=1)

@@ -177,3 +177,38 @@ def test_the_solution_is_bound_to_its_own_name(notebook: Path) -> None:
         if "solution" in cell.metadata.get("tags", []):
             defined = set(re.findall(r"^def (\w+)\(", cell.source, re.MULTILINE))
             assert not defined & readers, f"a solution cell redefines {defined & readers}"
+
+
+def test_jupytext_sync_cannot_bring_the_solutions_back(
+    student_copies: Path, tmp_path: Path
+) -> None:
+    """A student who puts the tutorial's text file beside a copy and syncs gets nothing."""
+    notebook = NOTEBOOKS[0]
+    copy = tmp_path / notebook.name
+    copy.write_bytes((student_copies / notebook.name).read_bytes())
+    paired = notebook.with_suffix(".md")
+    (tmp_path / paired.name).write_text(paired.read_text(encoding="utf-8"), encoding="utf-8")
+    assert "jupytext" not in nbformat.read(copy, as_version=4).metadata
+    subprocess.run(
+        [sys.executable, "-m", "jupytext", "--sync", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    synced = nbformat.read(copy, as_version=4)
+    assert not [c for c in synced.cells if "solution" in c.metadata.get("tags", [])]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_code_a_student_sees_after_a_quiz_states_its_answer(notebook: Path) -> None:
+    """The code cells right after a quiz that a student copy keeps assert nothing: an
+    assert there would state the answer that the copy leaves out."""
+    cells = nbformat.read(notebook, as_version=4).cells
+    for number, cell in enumerate(cells):
+        if cell.cell_type != "markdown" or "<summary>Answer</summary>" not in cell.source:
+            continue
+        for after in cells[number + 1 :]:
+            if after.cell_type != "code":
+                break
+            if "solution" not in after.metadata.get("tags", []):
+                assert not re.search(r"^\s*assert\b", after.source, re.MULTILINE), after.source

@@ -21,21 +21,24 @@ Hints come in two steps: the first time an answer is not yet right, the feedback
 with the idea; from the second such answer to the same exercise on (or with
 ``hint=2``), it adds the method.
 
-Each result is also appended, as one JSON line ``{"exercise", "ok", "message"}``, to
-the file named by the environment variable ``DATARAX_GRADE_LOG`` when it is set (with
-``"checker_bug"`` too): that is how ``python -m datarax.exercises.grade`` learns a
-submission's results.
+A reader's function that runs the code of a checker's own answer function (marked with
+`answer_key`), directly or through a copy such as ``types.FunctionType(key.__code__,
+...)``, is turned down: that answer is the checker's work, not the reader's.
+
+Every call of the reader's function goes through `datarax.exercises._answers.outcome`,
+which lets ``python -m datarax.exercises.grade`` record what the function returned in a
+student's kernel and judge those values in its own process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from datarax.exercises._answers import Unreplayable, outcome
 from datarax.exercises._feedback import (
     AnswerRaised,
     Feedback,
@@ -51,7 +54,6 @@ from datarax.sharding._checks import check_bool, check_int, check_str
 
 Checker = Callable[[Any], Feedback]
 _Function = TypeVar("_Function", bound=Callable[..., Any])
-GRADE_LOG = "DATARAX_GRADE_LOG"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,12 +94,15 @@ class Ban:
 
 
 _ANSWER_KEYS: list[Ban] = []  # the checkers' own answer functions, off limits in every call
+_ANSWER_CODES: dict[Any, str] = {}  # their code objects, which copies of them share
 
 
 def answer_key(function: _Function) -> _Function:
     """Marks a checker's function that computes right answers: no reader's function may
-    call it (calling the checker's own answer would pass any exercise)."""
-    _ANSWER_KEYS.append(Ban(function, "__code__", f"the checker's own {function.__name__}"))
+    call it or run its code (the checker's own answer would pass any exercise)."""
+    label = f"the checker's own {function.__name__}"
+    _ANSWER_KEYS.append(Ban(function, "__code__", label))
+    _ANSWER_CODES[function.__code__] = label
     return function
 
 
@@ -110,6 +115,29 @@ def _stand_in_code(label: str) -> Any:
     globals, so the stand-in reaches `Forbidden` through ``__import__``."""
     code = _stand_in.__code__
     return code.replace(co_consts=tuple(label if c == "LABEL" else c for c in code.co_consts))
+
+
+_WATCH_OFF = "sys.setprofile"
+
+
+@contextlib.contextmanager
+def _watching_for_answer_keys() -> Iterator[list[str]]:
+    """Yields the labels of the answer keys whose code runs inside the block, copies
+    included; a block that turns the watch off is reported as using them."""
+    used: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in _ANSWER_CODES:
+            used.append(_ANSWER_CODES[frame.f_code])
+
+    saved = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        yield used
+    finally:
+        if sys.getprofile() is not watch:
+            used.append(_WATCH_OFF)
+        sys.setprofile(saved)
 
 
 @contextlib.contextmanager
@@ -150,6 +178,10 @@ def call(answer: Any, *args: Any, bans: Sequence[Ban] = (), **kwargs: Any) -> An
         Traceback (most recent call last):
         datarax.exercises._feedback.MissingReturn
     """
+    return outcome(lambda: _run(answer, args, kwargs, bans))
+
+
+def _run(answer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], bans: Sequence[Ban]) -> Any:
     if answer is Ellipsis or answer is None:
         raise NotAnswered
     if not callable(answer):
@@ -160,17 +192,22 @@ def call(answer: Any, *args: Any, bans: Sequence[Ban] = (), **kwargs: Any) -> An
             )
         )
     try:
-        with _banned([*bans, *_ANSWER_KEYS]):
+        with _banned([*bans, *_ANSWER_KEYS]), _watching_for_answer_keys() as used:
             result = answer(*args, **kwargs)
     except NotImplementedError:
         raise NotAnswered from None
     except Forbidden as error:
-        used = error.label or " or ".join(ban.label for ban in bans)
+        label = error.label or " or ".join(ban.label for ban in bans)
         raise Rejected(
-            wrong(f"your function used {used}, which this exercise asks you to do without.")
+            wrong(f"your function used {label}, which this exercise asks you to do without.")
         ) from None
     except Exception as error:
         raise AnswerRaised(error) from error
+    if used:
+        did = f"ran {used[0]} (or a copy of it)"
+        if _WATCH_OFF in used:
+            did = "switched off the checker's watch on its own answers (sys.setprofile)"
+        raise Rejected(wrong(f"your function {did}: that answer is the checker's work, not yours."))
     if result is Ellipsis:
         raise NotAnswered
     if result is None:
@@ -195,6 +232,8 @@ def _judge(name: str, answer: Any, hint: int | None) -> Feedback:
         feedback = rejected.feedback
     except AnswerRaised as raised:
         feedback = wrong(f"your function raised {raised}.")
+    except Unreplayable:
+        raise
     except Exception as error:  # not the reader's: the checker's own code failed
         return Feedback(
             False,
@@ -206,20 +245,6 @@ def _judge(name: str, answer: Any, hint: int | None) -> Feedback:
         return feedback
     _MISSES[name] = _MISSES.get(name, 0) + 1
     return wrong(_hinted(feedback.message, hint or _MISSES[name], entry))
-
-
-def _record(name: str, feedback: Feedback) -> None:
-    log = os.environ.get(GRADE_LOG)
-    if not log:
-        return
-    line = {
-        "exercise": name,
-        "ok": feedback.ok,
-        "checker_bug": feedback.checker_bug,
-        "message": str(feedback),
-    }
-    with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as out:
-        out.write(json.dumps(line) + "\n")
 
 
 def check(name: str, answer: Any, *, quiet: bool = False, hint: int | None = None) -> Feedback:
@@ -249,7 +274,6 @@ def check(name: str, answer: Any, *, quiet: bool = False, hint: int | None = Non
     if name not in _CHECKERS:
         raise ValueError(f"No exercise is called {name!r}; there are {sorted(_CHECKERS)}.")
     feedback = _judge(name, answer, hint)
-    _record(name, feedback)
     if not quiet:
         print(feedback)
     return feedback

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
+from datarax.exercises._answers import observed
 from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
@@ -54,7 +55,7 @@ def _mean_log(answer: Any) -> Feedback:
             raise reject("mean_log's result", result, "one floating-point number (a jnp scalar)")
         return result
 
-    got, gradient = jax.jit(jax.value_and_grad(traced))(padded, mask)
+    got, gradient = observed(jax.jit(jax.value_and_grad(traced)), padded, mask)
     gradient = np.asarray(gradient)
     if not np.isclose(float(got), expected, rtol=1e-5):
         mean_of_all = float(np.sum(np.log(values))) / padded.shape[0]

@@ -4,6 +4,10 @@
 given the step time and the time to produce a batch. The right answer comes from a
 step-by-step schedule of a producer and a consumer sharing a bounded buffer, as
 `datarax.prefetch_to_device` runs them.
+
+``07.received_block``: the block each device receives of a leaf sent with
+``send_flat=True`` over ``P("data")``: its rows split evenly, and everything after the
+rows one dimension when the leaf has rank 3 or more.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import numpy as np
 
 from datarax.exercises._core import answer_key, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
-from datarax.exercises._values import number
+from datarax.exercises._values import items, number, whole
 
 _CASES = ((20.0, 15.0, 12), (5.0, 15.0, 12), (30.0, 50.0, 1000), (10.0, 10.0, 3), (7.0, 2.0, 1))
 
@@ -59,4 +63,47 @@ def _epoch_ms(answer: Any) -> Feedback:
     return right(
         f"your times match the producer-consumer schedule in all {2 * len(_CASES)} cases, "
         "a single step and a slower input included."
+    )
+
+
+_BLOCK_CASES = (
+    ((256, 224, 224, 3), 8),
+    ((256,), 8),
+    ((256, 10), 8),
+    ((64, 3, 32, 32), 4),
+    ((8, 2, 2, 2), 8),
+    ((16, 5, 7), 1),
+)
+
+
+@answer_key
+def flat_block(shape: tuple[int, ...], num_devices: int) -> tuple[int, ...]:
+    """One device's block of a leaf sent with ``send_flat=True`` over ``P("data")``."""
+    rows = shape[0] // num_devices
+    if len(shape) < 3:
+        return (rows, *shape[1:])
+    return (rows, int(np.prod(shape[1:])))
+
+
+@exercise(
+    "07.received_block",
+    idea="the rows are split over the devices; a leaf of rank 3 or more crosses as one "
+    "2-D array, so everything after the rows becomes one dimension.",
+    method="rows = shape[0] // num_devices; for rank >= 3 return (rows, product of "
+    "shape[1:]), else (rows, *shape[1:]).",
+)
+def _received_block(answer: Any) -> Feedback:
+    for shape, num_devices in _BLOCK_CASES:
+        expected = flat_block(shape, num_devices)
+        got = call(answer, shape, num_devices)
+        what = "received_block's result"
+        read = [whole(size, what) for size in items(got, what, "a tuple of whole numbers")]
+        if tuple(read) != expected:
+            return wrong(
+                f"a {shape} leaf over {num_devices} device(s) reaches each one as a "
+                f"{expected} block; your function says {tuple(read)}."
+            )
+    return right(
+        f"your blocks match in all {len(_BLOCK_CASES)} cases: images flattened after their "
+        "rows, labels and tables as they are, one device included."
     )

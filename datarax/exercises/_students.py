@@ -7,7 +7,10 @@ A class gets copies in which:
 - every ``<details>...</details>`` block of a markdown cell (the quizzes' answers) is
   replaced by a line saying the answer is left out;
 - the "Open in Colab / Kaggle / Binder" badges are gone: they open the original
-  notebooks, solutions included. Links to the library's source and docs stay.
+  notebooks, solutions included. Links to the library's source and docs stay;
+- the jupytext pairing (the notebook's ``jupytext`` metadata) is gone, so that
+  ``jupytext --sync`` beside a copy of the tutorial's text file cannot bring the
+  solutions back.
 
 The teacher keeps the originals. This file needs only nbconvert and nbformat, so
 ``make student-notebooks`` runs it by path from a small venv, without JAX::
@@ -66,7 +69,9 @@ class StudentCopy(Preprocessor):
     """An nbconvert preprocessor that makes a notebook into a student's copy."""
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """Drops solution cells and strips quiz answers and badges from markdown cells."""
+        """Drops solution cells and the jupytext pairing, and strips quiz answers and
+        badges from markdown cells."""
+        nb.metadata.pop("jupytext", None)
         nb.cells = [cell for cell in nb.cells if not is_solution(cell)]
         for cell in nb.cells:
             if cell.cell_type == "markdown":
@@ -80,8 +85,8 @@ def write_student_copies(out_dir: Path, notebooks: list[Path]) -> list[Path]:
     Example:
         >>> import tempfile
         >>> tutorial = Path("tutorials/07_performance.ipynb")
-        >>> copies = write_student_copies(Path(tempfile.mkdtemp()), [tutorial])
-        >>> [path.name for path in copies]
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     [path.name for path in write_student_copies(Path(folder), [tutorial])]
         ['07_performance.ipynb']
     """
     exporter = NotebookExporter()

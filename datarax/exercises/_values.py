@@ -161,7 +161,7 @@ class _Reader:
                 items = itertools.islice(kind.__iter__(contents), size)
                 read = [self.read(item, depth + 1) for item in items]
                 return self.hashable(read) if made is set else made(read)
-        self.refuse(value)
+        return self.refuse(value)
 
     def key(self, key: Any, depth: int) -> Any:
         return self.hashable([self.read(key, depth + 1)]).pop()

@@ -1,0 +1,77 @@
+"""What the grader reads from a submitted notebook without running it: the exercises it
+holds, the function each exercise's check names, and the hints its saved outputs show.
+Cells tagged ``solution`` are left out throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from datarax.exercises._core import _CHECKERS
+from datarax.exercises._students import is_solution
+
+_CHECK_CALL = re.compile(r"""check\(\s*["'](\d\d\.\w+)["']\s*,\s*([A-Za-z_]\w*)\s*[,)]""")
+
+
+def student_cells(notebook: Any) -> list[Any]:
+    """The cells of `notebook` that a student copy keeps (those not tagged solution)."""
+    return [cell for cell in notebook.cells if not is_solution(cell)]
+
+
+def exercises_in(name: str, notebook: Any) -> list[str]:
+    """The exercises a notebook holds: those of its number (``03_...``), and any whose
+    ``check("NN.name", ...)`` appears in it.
+
+    Example:
+        >>> import nbformat
+        >>> exercises_in("03_uneven_batches.ipynb", nbformat.v4.new_notebook())
+        ['03.mean_log', '03.pad_for']
+        >>> cell = nbformat.v4.new_code_cell('check("07.epoch_ms", epoch_ms)')
+        >>> exercises_in("alice.ipynb", nbformat.v4.new_notebook(cells=[cell]))
+        ['07.epoch_ms', '07.received_block']
+    """
+    numbers = set(re.findall(r"^(\d\d)_", name))
+    for cell in student_cells(notebook):
+        numbers.update(re.findall(r"""check\(\s*["'](\d\d)\.\w+["']""", cell.source))
+    return sorted(n for n in _CHECKERS if n.split(".")[0] in numbers and n != "00.example")
+
+
+def answer_names(notebook: Any) -> dict[str, str]:
+    """{exercise: the function named in its last ``check(...)``}, solution cells left out.
+
+    Example:
+        >>> import nbformat
+        >>> cells = [nbformat.v4.new_code_cell('check("07.epoch_ms", epoch_ms)')]
+        >>> answer_names(nbformat.v4.new_notebook(cells=cells))
+        {'07.epoch_ms': 'epoch_ms'}
+    """
+    names = {}
+    for cell in student_cells(notebook):
+        if cell.cell_type == "code":
+            names.update(_CHECK_CALL.findall(cell.source))
+    return names
+
+
+def hints_shown(notebook: Any, exercise: str) -> str:
+    """``none``, ``idea`` or ``method``: the furthest hint that the saved outputs of the
+    notebook's checks of `exercise` show, or that a check asks for with ``hint=2``.
+
+    Example:
+        >>> import nbformat
+        >>> cell = nbformat.v4.new_code_cell('check("07.epoch_ms", epoch_ms)')
+        >>> cell.outputs = [nbformat.v4.new_output("stream", text="Not yet: ... Hint: ...")]
+        >>> hints_shown(nbformat.v4.new_notebook(cells=[cell]), "07.epoch_ms")
+        'idea'
+    """
+    step = 0
+    for cell in student_cells(notebook):
+        if cell.cell_type != "code" or exercise not in dict(_CHECK_CALL.findall(cell.source)):
+            continue
+        shown = json.dumps(cell.get("outputs", []))
+        if "Method:" in shown or re.search(r"hint\s*=\s*2", cell.source):
+            step = 2
+        elif "Hint:" in shown:
+            step = max(step, 1)
+    return ("none", "idea", "method")[step]
