@@ -25,6 +25,7 @@ import pytest
 from datarax.pipeline import Checkpoints, CheckpointSaveError, Pipeline
 
 ROOT = Path(__file__).parents[1]
+LOCK = ".datarax-save.lock"  # the directory's save lock, which stays
 
 
 def _pipeline() -> Pipeline:
@@ -45,7 +46,7 @@ def _assert_only_step_1(checkpoints: Checkpoints, folder: Path) -> None:
     )
     assert step == 1
     np.testing.assert_array_equal(np.asarray(restored["w"]), np.asarray(_weights()["w"]))
-    assert sorted(os.listdir(folder)) == ["1"]
+    assert sorted(os.listdir(folder)) == [LOCK, "1"]
 
 
 def _fill_and_recover(folder: Path, make_room: Any, fill: Any) -> None:
@@ -62,7 +63,7 @@ def _fill_and_recover(folder: Path, make_room: Any, fill: Any) -> None:
         make_room()
         checkpoints.save(2, model=_weights(1_000, seed=1), pipeline=pipeline)
         assert checkpoints.latest_step() == 2
-        assert sorted(os.listdir(folder)) == ["2"]
+        assert sorted(os.listdir(folder)) == [LOCK, "2"]
 
 
 def test_a_save_that_fills_the_disk_keeps_the_last_step(tmp_path: Path) -> None:
@@ -163,7 +164,7 @@ def test_a_save_on_a_read_only_disk_keeps_the_last_step_and_exits_at_once(
     assert done.returncode == 0, done.stderr[-3000:]
     assert "refused: Saving step 2 into" in done.stdout
     assert "2.orbax-checkpoint-tmp failed" in done.stdout
-    assert "steps: 1 ['1']" in done.stdout
+    assert f"steps: 1 {[LOCK, '1']}" in done.stdout
     assert exit_s < 5, f"the process took {exit_s:.1f} s to exit after its last line"
 
 
@@ -212,7 +213,7 @@ def test_a_process_killed_mid_save_leaves_the_last_step(tmp_path: Path) -> None:
         np.testing.assert_array_equal(np.asarray(restored["w"]), np.arange(3.0))
         checkpoints.save(2, model={"w": jax.numpy.ones(3)}, pipeline=_pipeline())
         assert checkpoints.latest_step() == 2
-        assert sorted(os.listdir(folder)) == ["2"]  # the killed save's folder is gone
+        assert sorted(os.listdir(folder)) == [LOCK, "2"]  # the killed save's folder is gone
 
 
 _BAD_STATES = [

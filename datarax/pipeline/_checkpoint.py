@@ -13,8 +13,15 @@ outlives it), the state is checked before anything is written or deleted, and ol
 steps are deleted only once the new one is complete. A save that fails (a full or
 read-only disk, an interrupt) removes its temporary folder and raises
 `CheckpointSaveError`, and the steps saved before stay listed and restorable; a
-process killed mid-save leaves a temporary folder that the next `Checkpoints` on
-that directory removes.
+process killed mid-save leaves a temporary folder that the next save into that
+directory removes.
+
+A step is saved once. A save re-reads the steps on disk, so it refuses a step that any
+`Checkpoints` object or process saved, and on a local or shared file system it holds
+the directory's lock (``.datarax-save.lock``, an ``flock`` that the system releases
+when the process ends) from that check to the end of the save: a second save into the
+directory meanwhile is refused, so two savers never both write one step. A folder name
+that Orbax would read as a file pattern is refused before anything is written.
 
 Needs the ``checkpoint`` extra (``pip install datarax-sharding[checkpoint]``), which
 installs ``orbax-checkpoint``; Colab has it preinstalled.
@@ -26,9 +33,23 @@ import contextlib
 import os
 from typing import Any, Protocol
 
+import jax
+
 from datarax._extras import require
 from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._checks import check_int
+from datarax.sharding._exchange import exchange
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so no lock (the step check still runs)
+    fcntl = None
+
+_LOCK = ".datarax-save.lock"
+_TMP = ".orbax-checkpoint-tmp"  # Orbax writes step N into "N.orbax-checkpoint-tmp" first
+# Orbax globs inside the directory's path, so these would make it miss (or match) files;
+# TensorStore reads a backslash as a folder separator where "/" is the separator.
+_PATTERN_CHARACTERS = "*?[" + ("\\" if os.sep == "/" else "")
 
 
 class HasState(Protocol):
@@ -66,12 +87,38 @@ def _directory(directory: Any) -> str:
             f"'gs://bucket/run', got {path!r:.100}. (An empty path would write into the "
             "current directory.)"
         )
-    if "://" in path:  # Orbax takes remote locations (gs://...) as they are
-        return path
-    path = os.path.abspath(path)
+    if "://" not in path:  # Orbax takes remote locations (gs://...) as they are
+        path = os.path.abspath(path)
+    found = [f"'{character}'" for character in _PATTERN_CHARACTERS if character in path]
+    if found:
+        raise ValueError(
+            f"directory '{path}' contains {', '.join(found)}, which Orbax reads as a file "
+            "pattern (a backslash as a folder separator), so its steps could not be found "
+            "again. Name the folder without them, e.g. 'run-lr0.1' instead of 'run[lr=0.1]'."
+        )
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"directory {path!r} exists and is not a folder.")
     return path
+
+
+def _lock(directory: str, held: contextlib.ExitStack) -> bool:
+    """Takes `directory`'s save lock until `held` closes; False when another save, in
+    this process or another, holds it. Where there is no lock to take (a remote
+    location, a read-only disk, a file system without locks), takes none."""
+    if fcntl is None or "://" in directory:
+        return True
+    try:
+        lock = os.open(os.path.join(directory, _LOCK), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:  # a read-only disk: the save fails there and says why
+        return True
+    held.callback(os.close, lock)  # closing the file releases the lock
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # this file system offers no locks
+        pass
+    return True
 
 
 def _orbax() -> Any:
@@ -115,7 +162,9 @@ class Checkpoints:
             max_to_keep=check_int("max_to_keep", max_to_keep),
             create=True,
             enable_async_checkpointing=False,
-            cleanup_tmp_directories=True,  # what a process killed mid-save left
+            # Not here, where another process's save may be writing them: each save
+            # removes what a killed save left once it holds the lock (`_claim`).
+            cleanup_tmp_directories=False,
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
@@ -133,32 +182,57 @@ class Checkpoints:
 
         Raises:
             ValueError, TypeError: `pipeline`'s state is not one `Pipeline.get_state`
-                gives, or `step` is saved already (checked before anything is
-                written or deleted).
+                gives, `step` is saved already in the directory (by any object or
+                process), or another save into the directory is in progress; all
+                checked before anything is written or deleted.
             CheckpointSaveError: writing failed (e.g. the disk is full or read-only).
                 The temporary folder is removed and the steps saved before stay.
         """
         step = check_int("step", step, minimum=0)
         state = pipeline if isinstance(pipeline, dict) else pipeline.get_state()
         state = check_pipeline_state(state)
-        if step in self._manager.all_steps():
-            raise ValueError(
-                f"Step {step} is saved already in {self.directory}: save under a new step "
-                "number (the saved steps are never overwritten)."
-            )
         args = self._ocp.args.Composite(
             model=self._ocp.args.StandardSave(model), pipeline=self._ocp.args.JsonSave(state)
         )
+        with contextlib.ExitStack() as held:  # process 0 holds the lock to the end
+            busy = jax.process_index() == 0 and not _lock(self.directory, held)
+            self._claim(step, busy)
+            self._save(step, args)
+
+    def _claim(self, step: int, busy: bool) -> None:
+        """Raises ValueError on every process together when `step` cannot be saved:
+        process 0 found the lock `busy`, or a process finds `step` on disk. Then process
+        0 removes what killed saves left."""
+        refusal = ""
+        if busy:
+            refusal = (
+                f"Another save into {self.directory} is in progress (from another "
+                "Checkpoints object or process), and a directory takes one save at a "
+                "time. Save after it has finished, or give each run its own directory."
+            )
+        else:
+            self._manager.reload()  # the steps on disk, whoever saved them
+            if step in self._manager.all_steps():
+                refusal = (
+                    f"Step {step} is saved already in {self.directory}: save under a new "
+                    "step number (the saved steps are never overwritten)."
+                )
+        refusals = [text for text in exchange(refusal, "Checkpoints.save") if text]
+        if refusals:
+            raise ValueError(refusals[0])
+        if jax.process_index() == 0:
+            self._remove_tmp_folders()
+
+    def _save(self, step: int, args: Any) -> None:
         try:
             self._manager.save(step, args=args, force=True)
             self._manager.wait_until_finished()
         except BaseException as error:
-            folders = self._remove_partial(step)
+            folders = self._remove_tmp_folders(step)
             self._manager.reload()  # the steps on disk, not the failed save's view
             if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
                 raise
-            tmp = f"{step}.orbax-checkpoint-tmp"
-            folder = folders[0] if folders else f"{self.directory.rstrip('/')}/{tmp}"
+            folder = folders[0] if folders else f"{self.directory.rstrip('/')}/{step}{_TMP}"
             left = "its partial folder was removed" if folders else "nothing was written"
             cause = str(error).strip().rstrip(".")
             if len(cause) > 600:  # keep the end, where the system's reason stands
@@ -172,16 +246,19 @@ class Checkpoints:
                 folder,
             ) from error
 
-    def _remove_partial(self, step: int) -> list[str]:
-        """Removes what a failed save of `step` left; returns the folders removed."""
+    def _remove_tmp_folders(self, step: int | None = None) -> list[str]:
+        """Removes Orbax's temporary folders of `step` (None: of every step); returns
+        them. Names are compared, never globbed."""
         from etils import epath
 
-        root = epath.Path(self.directory)
-        partial = [str(path) for path in root.glob(f"{step}.orbax-checkpoint-tmp*")]
-        for folder in partial:
-            with contextlib.suppress(OSError):  # read-only: nothing was written there
-                epath.Path(folder).rmtree()
-        return partial
+        prefix = "" if step is None else f"{step}{_TMP}"
+        removed = []
+        for path in epath.Path(self.directory).iterdir():
+            if _TMP in path.name and path.name.startswith(prefix):
+                removed.append(str(path))
+                with contextlib.suppress(OSError):  # read-only: nothing was written there
+                    path.rmtree()
+        return removed
 
     def restore(
         self, *, model: Any, pipeline: Any = None, step: int | None = None
