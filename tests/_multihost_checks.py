@@ -178,8 +178,52 @@ def mismatch_checks() -> dict[str, Any]:
         messages["changed_later"] = None
     except ValueError as error:
         messages["changed_later"] = str(error)
+    # A jax leaf deleted after its signature was checked is named on every host, and a
+    # live leaf of that signature is placed again afterwards.
+    held = {"x": jax.numpy.ones((4, 3))}
+    sharder.shard(held, sharding)
+    held["x"].delete()
+    try:
+        sharder.shard(held, sharding)
+        messages["deleted"] = None
+    except TypeError as error:
+        messages["deleted"] = str(error)
+    messages["live_again"] = sharder.shard({"x": jax.numpy.ones((4, 3))}, sharding)["x"].shape
     texts = exchange(f"hello from {jax.process_index()}" * (1 + jax.process_index()))
     return {"messages": messages, "after": float(jax.jit(jnp_sum)(fine["x"])), "texts": texts}
+
+
+def checkpoint_refusals(folder: str) -> dict[str, Any]:
+    """Both processes save step 1, then step 1 again, then step 2 while something else
+    holds the directory's save lock on process 0: each refusal reaches both processes.
+    Then step 2 saves."""
+    import fcntl
+
+    from datarax.pipeline import Checkpoints
+
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    weights = {"w": jax.device_put(np.zeros(4, np.float32), NamedSharding(mesh, P()))}
+    pipeline = Pipeline(source={"x": np.arange(8.0)}, batch_size=2)
+    said: dict[str, Any] = {}
+    with Checkpoints(folder) as checkpoints:
+        checkpoints.save(1, model=weights, pipeline=pipeline)
+        for case, step in (("again", 1), ("locked", 2)):
+            lock = None
+            if case == "locked" and jax.process_index() == 0:
+                lock = os.open(os.path.join(folder, ".datarax-save.lock"), os.O_RDWR)
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            started = time.monotonic()
+            try:
+                checkpoints.save(step, model=weights, pipeline=pipeline)
+                said[case] = None
+            except ValueError as error:
+                said[case] = str(error)
+            said[f"{case}_s"] = time.monotonic() - started
+            if lock is not None:
+                os.close(lock)
+        checkpoints.save(2, model=weights, pipeline=pipeline)
+        said["latest"] = checkpoints.latest_step()
+    return said
 
 
 def raise_on_process_one() -> int:

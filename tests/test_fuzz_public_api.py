@@ -11,11 +11,9 @@ draw, never by the value of a host or device id.
 from __future__ import annotations
 
 import linecache
-import signal
 import traceback
 import tracemalloc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ import jax
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from _limits import TooSlow, time_limit
 from _snapshots import snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -53,30 +52,12 @@ LEDGER = RowLedger(ROWS, 16, host_of=pretend_hosts(2))
 EVENTS = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
 
 
-class _TooSlow(BaseException):
-    """Raised by the alarm; a BaseException, so that no ``except Exception`` hides it."""
-
-
-@contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
-    def stop(*_: Any) -> None:
-        raise _TooSlow(f"the call ran past {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _is_ours(error: BaseException) -> bool:
     """Whether `error` is a TypeError/ValueError raised by a `raise` in datarax itself."""
     if not isinstance(error, (TypeError, ValueError)):
         return False
     last = traceback.extract_tb(error.__traceback__)[-1]
-    line = linecache.getline(last.filename, last.lineno).strip()
+    line = linecache.getline(last.filename, last.lineno or 0).strip()
     return Path(last.filename).resolve().is_relative_to(PACKAGE) and line.startswith("raise")
 
 
@@ -84,7 +65,7 @@ def _call_checked(call: Callable[[Any], Any], value: Any) -> None:
     """Calls `call(value)` and asserts the rule of this module."""
     before = snapshot(value)
     try:
-        with _time_limit(CALL_LIMIT_S):
+        with time_limit(CALL_LIMIT_S):
             call(value)
     except (TypeError, ValueError) as error:
         where = traceback.extract_tb(error.__traceback__)[-1]
@@ -92,7 +73,7 @@ def _call_checked(call: Callable[[Any], Any], value: Any) -> None:
             f"{type(error).__name__} from {where.filename}:{where.lineno}, not a raise of "
             f"datarax: {error}"
         )
-    except _TooSlow:
+    except TooSlow:
         pytest.fail(f"the call did not end within {CALL_LIMIT_S} s")
     except Exception as error:
         where = traceback.extract_tb(error.__traceback__)[-1]
@@ -330,7 +311,7 @@ def test_a_picture_of_host_1e9_is_sized_by_what_it_draws(name: str) -> None:
     plt.close("all")
     tracemalloc.start()
     try:
-        with _time_limit(HANG_LIMIT_S):
+        with time_limit(HANG_LIMIT_S):
             BIG_IDS[name]()
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -368,7 +349,7 @@ def test_checkers_bound_time_and_memory_for_an_endless_answer(answer: str) -> No
     for name in sorted(_core._CHECKERS):
         tracemalloc.start()
         try:
-            with _time_limit(HANG_LIMIT_S):
+            with time_limit(HANG_LIMIT_S):
                 feedback = exercises.check(name, lambda *args, **kwargs: value, quiet=True)
             peak = tracemalloc.get_traced_memory()[1]
         finally:

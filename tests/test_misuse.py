@@ -443,6 +443,45 @@ def test_deleted_or_donated_arrays_are_named() -> None:
         Pipeline(source={"x": donated}, batch_size=4)
 
 
+def _gone(how: str, live: jax.Array) -> jax.Array:
+    """`live`, deleted by hand or donated to a jitted function."""
+    if how == "delete":
+        live.delete()
+    else:
+        jax.jit(lambda a: a * 2, donate_argnums=0)(live)
+    assert live.is_deleted()
+    return live
+
+
+@pytest.mark.parametrize("how", ["delete", "donate"])
+@pytest.mark.parametrize("where", ["ArraySharder.shard", "a Pipeline stage", "JaxProcessSharder"])
+def test_a_deleted_array_is_named_when_its_signature_is_cached(how: str, where: str) -> None:
+    """A live batch of the same signature is placed first, so the placement plan is
+    cached; the deleted leaf is refused all the same, on the target sharding already
+    (where device_put returned it as it was) and on another one (a RuntimeError)."""
+    sharder = JaxProcessSharder() if where == "JaxProcessSharder" else ArraySharder()
+    labels = np.arange(8)
+    for start in (ROWS, NamedSharding(MESH, P())):
+        held = {"x": jax.device_put(jnp.arange(8.0), start), "y": labels}
+        if where == "a Pipeline stage":
+            pipeline = Pipeline(
+                source={"i": np.arange(16)},
+                stages=[lambda batch, held=held: dict(held), _Shard(ROWS)],
+                batch_size=8,
+            )
+            batches = iter(pipeline)
+            assert not next(batches)["x"].is_deleted()
+            _gone(how, held["x"])
+            with pytest.raises(TypeError, match=r"batch\['x'\] is a jax\.Array that has been"):
+                next(batches)
+            continue
+        assert not sharder.shard(held, ROWS)["x"].is_deleted()
+        held["x"] = _gone(how, jax.device_put(jnp.arange(8.0), start))
+        with pytest.raises(TypeError, match=r"batch\['x'\] is a jax\.Array that has been"):
+            sharder.shard(held, ROWS)
+        assert held["y"] is labels
+
+
 class _Records:
     def __init__(self, records: list[Any]):
         self.records = records

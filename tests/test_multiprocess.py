@@ -149,6 +149,8 @@ def test_mismatched_hosts_get_a_clear_error_each(mismatch: list[ProcessResult]) 
             assert "shape (4, 3), making (8, 3) on process 0" in messages[case]
             assert "shape (2, 3), making (4, 3) on process 1" in messages[case]
         assert "dtype of batch['x']: int32 on process 0, float32 on process 1" in messages["dtype"]
+        assert "batch['x'] is a jax.Array that has been deleted or donated" in messages["deleted"]
+        assert messages["live_again"] == (8, 3)
         assert "different structure" in messages["structure"]
         assert "'y'" in messages["structure"] and "'x'" in messages["structure"]
         assert "(shape (3, 3) on this host)" in messages["per_host_rows"]

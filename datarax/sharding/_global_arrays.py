@@ -268,9 +268,17 @@ def make_global(
                 f"jax.Array (shape {leaf.shape}, spanning processes). Pass it to your "
                 "jitted function as it is, or reshard it with jax.device_put."
             )
-    key = (
+    key = (  # deleted jax leaves are a signature of their own, never served a live plan
         treedef,
-        tuple((type(leaf), np.shape(leaf), getattr(leaf, "dtype", None)) for leaf in leaves),
+        tuple(
+            (
+                type(leaf),
+                np.shape(leaf),
+                getattr(leaf, "dtype", None),
+                isinstance(leaf, jax.Array) and leaf.is_deleted(),
+            )
+            for leaf in leaves
+        ),
         sharding,
     )
     known = _plans.get(key)

@@ -14,6 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from . import _blocks
 from ._palette import (
     COPIES_HATCH,
     HOST_PALETTE,
@@ -71,7 +72,7 @@ class Frame:
         The legend explains the copies' hatching when `shares`, and the mark of every
         group of 4 `hosts` past the first (`host_hatch`).
         """
-        figure = Figure(figsize=(self.width, self.height))
+        figure = Figure(figsize=_blocks.check_size(self.width, self.height, "devices or hosts"))
         FigureCanvasAgg(figure)  # renders off-screen; no pyplot state is touched
         figure.suptitle("\n".join(heading), fontsize=10, y=1 - 0.1 / self.height, va="top")
         tall = STRIP_IN + GAP_IN + self.lanes * self.lane_in

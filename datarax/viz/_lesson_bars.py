@@ -101,7 +101,7 @@ def plot_mask(masks: Any, *, title: str | None = None) -> MaskPlot:
     rows = max(len(blocks) for blocks in found.values())
     # Fixed margins, in inches: a constrained layout would cost as much as the drawing.
     width_in, height_in = 5.9 * len(found), 0.32 * rows + 1.6
-    figure = Figure(figsize=(width_in, height_in))
+    figure = Figure(figsize=_blocks.check_size(width_in, height_in, "masks or blocks"))
     figure.subplots_adjust(
         left=1.6 / width_in,
         right=1 - 0.15 / width_in,
@@ -217,7 +217,8 @@ def plot_estimates(
         for label, equal in zip(labels, same, strict=True)
     ]
     height_in = 0.55 * len(labels) + 1.3
-    figure = Figure(figsize=(10.0, height_in))  # fixed margins: see plot_mask
+    # fixed margins: see plot_mask
+    figure = Figure(figsize=_blocks.check_size(10.0, height_in, "estimates"))
     figure.subplots_adjust(
         left=0.24, right=0.98, bottom=0.6 / height_in, top=1 - 0.4 / height_in, wspace=0.08
     )

@@ -107,7 +107,7 @@ def _panels(shapes: list[tuple[int, ...]], legend: bool) -> tuple[Figure, list[A
     strip = 0.55 if legend else 0.0
     fig_w = max(sum(widths[n] for n in row) for row in rows)
     fig_h = sum(heights) + strip
-    figure = Figure(figsize=(fig_w, fig_h))
+    figure = Figure(figsize=_blocks.check_size(fig_w, fig_h, "layouts, or smaller ones"))
     FigureCanvasAgg(figure)
     axes: list[Any] = []
     top = fig_h
@@ -275,7 +275,8 @@ def plot_host_rows(
     ledgers = {label: RowLedger(s, num_rows, host_of=host_of) for label, s in shardings.items()}
     bars = [(label, host) for label, ledger in ledgers.items() for host in ledger.hosts]
     height_in = 0.45 * len(bars) + 0.35 * len(ledgers) + 1.3
-    figure = Figure(figsize=(9.0, height_in))  # fixed margins: a layout engine costs more
+    # fixed margins: a layout engine costs more
+    figure = Figure(figsize=_blocks.check_size(9.0, height_in, "shardings or hosts"))
     top = 1 - (0.5 if title else 0.2) / height_in
     figure.subplots_adjust(left=0.1, right=0.85, bottom=0.95 / height_in, top=top)
     FigureCanvasAgg(figure)

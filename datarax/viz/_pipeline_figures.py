@@ -33,6 +33,7 @@ from ._palette import device_colors, hatch_color, host_color, host_hatch, text_c
 Run = tuple[int, int, int]  # (start, stop, owner): rows [start, stop) held by owner
 NOBODY = -1
 MAX_GRID_CELLS = 4096  # plot_row_grid draws and numbers every row: ~2 ms a cell
+MAX_RUNS = 4096  # plot_rows draws a rectangle per run: ~2 ms a run
 _NOBODY_FILL = "#FFFFFF"
 _NOBODY_EDGE = "#888888"
 
@@ -103,11 +104,18 @@ def _runs(owners: np.ndarray) -> tuple[Run, ...]:
     return tuple((a, b, int(owners[a])) for a, b in zip(starts, stops, strict=True))
 
 
-def _fill(owner: int, color_by: str, ranks: Mapping[int, int]) -> str:
+def _device_fills(owners: Sequence[np.ndarray]) -> dict[int, str]:
+    """Device id -> its colour: the ids present take `device_colors` in id order."""
+    ids = np.unique(np.concatenate([np.asarray(values) for values in owners] or [[NOBODY]]))
+    ids = ids[ids != NOBODY].tolist()
+    return dict(zip(ids, device_colors(len(ids)), strict=True))
+
+
+def _fill(owner: int, color_by: str, device_fills: Mapping[int, str]) -> str:
     if owner == NOBODY:
         return _NOBODY_FILL
     if color_by == "device":
-        return device_colors(len(ranks))[ranks[owner]]
+        return device_fills[owner]
     return host_color(owner)
 
 
@@ -140,7 +148,7 @@ def _checked_owners(strips: Any, name: str = "strips") -> dict[str, np.ndarray]:
                 f"strip {label!r:.100} has owners outside [-1, 2**63 - 1]: "
                 f"{sorted(set(values.tolist()))[:4]}."
             )
-        checked[str(label)] = values.astype(np.int64)
+        checked[str(label)] = values.astype(np.int64, copy=False)
     return checked
 
 
@@ -166,10 +174,12 @@ def _names_of(names: Any, label: str) -> Mapping[int, str]:
     return texts
 
 
-def _legend(figure: Figure, owners: list[int], color_by: str, ranks: Mapping[int, int]) -> None:
+def _legend(
+    figure: Figure, owners: list[int], color_by: str, device_fills: Mapping[int, str]
+) -> None:
     kind = "dev" if color_by == "device" else "host"
     handles = [
-        Rectangle((0, 0), 1, 1, facecolor=_fill(o, color_by, ranks), edgecolor=_NOBODY_EDGE)
+        Rectangle((0, 0), 1, 1, facecolor=_fill(o, color_by, device_fills), edgecolor=_NOBODY_EDGE)
         for o in owners
     ]
     for handle, owner in zip(handles, owners, strict=True):
@@ -179,7 +189,7 @@ def _legend(figure: Figure, owners: list[int], color_by: str, ranks: Mapping[int
 
 
 def plot_rows(
-    strips: Mapping[str, Sequence[int]],
+    strips: Mapping[str, Sequence[int] | np.ndarray],
     *,
     color_by: str | Mapping[str, str] = "device",
     names: Mapping[int, str] | Mapping[str, Mapping[int, str]] | None = None,
@@ -202,6 +212,11 @@ def plot_rows(
         xlabel: what the rows are.
         width: the figure's width in inches.
 
+    A run is a stretch of rows with one owner, and each is one rectangle: the strips
+    may hold any number of rows but at most 4096 runs in all (`MAX_RUNS`), and must
+    fit in 40 inches (86 strips always do); past either the picture is refused before
+    anything is drawn. To draw more, pass a slice of the rows.
+
     Returns:
         A `RowsPlot`: the figure and, per strip, the runs and rectangles drawn.
 
@@ -209,7 +224,8 @@ def plot_rows(
         TypeError: `strips` is not a non-empty mapping, or `names`, `title`,
             `xlabel`, `width` or `color_by` is of the wrong type.
         ValueError: a strip is not a 1-D sequence of ints >= -1, `width` is outside
-            [2, 40] inches, or `color_by` is not allowed (or misses a strip).
+            [2, 40] inches, `color_by` is not allowed (or misses a strip), or the
+            strips have more than 4096 runs or would be taller than 40 inches.
 
     Example:
         >>> plot = plot_rows({"host": [0, 0, 1, 1, -1], "device": [0, 1, 2, 3, 3]},
@@ -228,10 +244,20 @@ def plot_rows(
         if not isinstance(kinds, Mapping) or label not in kinds:
             raise ValueError(f"color_by has no entry for strip {label!r}.")
         _check_color_by(kinds[label])
-    on_devices = [values for label, values in owners.items() if kinds[label] == "device"]
-    ids = sorted({int(o) for values in on_devices for o in values if o != NOBODY})
-    ranks = {owner: rank for rank, owner in enumerate(ids)}
-    figure = Figure(figsize=(width, 0.5 + 0.45 * len(owners) + 0.35 * bool(title)))
+    counts = {label: 1 + int(np.count_nonzero(np.diff(values))) for label, values in owners.items()}
+    if sum(counts.values()) > MAX_RUNS:
+        most = max(counts, key=counts.__getitem__)
+        raise ValueError(
+            f"plot_rows draws at most {MAX_RUNS} runs (stretches of rows with one owner, "
+            f"each a rectangle), got {sum(counts.values())}: strip {most!r:.100} alone has "
+            f"{counts[most]} in {len(owners[most])} rows. Pass a slice of the rows, e.g. "
+            f"{{label: owners[:{MAX_RUNS // 4}]}}, or fewer strips."
+        )
+    height = 0.5 + 0.45 * len(owners) + 0.35 * bool(title)
+    figure = Figure(figsize=_blocks.check_size(width, height, "strips"))
+    device_fills = _device_fills(
+        [values for label, values in owners.items() if kinds[label] == "device"]
+    )
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
     longest = max(len(values) for values in owners.values())
@@ -242,16 +268,18 @@ def plot_rows(
         default = "dev {}" if kinds[label] == "device" else "host {}"
         texts = _names_of(names, label)
         for start, stop, owner in runs[label]:
-            fill = _fill(owner, kinds[label], ranks)
+            fill = _fill(owner, kinds[label], device_fills)
             edge = _NOBODY_EDGE if owner == NOBODY else "white"
+            wide_pt = (stop - start) / longest * width * 72
             rect = Rectangle(
                 (start, lane + 0.06), stop - start, 0.88, facecolor=fill, edgecolor=edge
             )
+            rect.set_linewidth(1.0 if wide_pt > 3 else 0.0)  # an edge would hide a thin run
             _mark(rect, _hatch(owner, kinds[label]), fill)
-            ax.add_patch(rect)
+            ax.add_artist(rect)  # add_patch would also grow the limits, set below: 2x slower
             drawn.append(rect)
             text = texts.get(owner, "none" if owner == NOBODY else default.format(owner))
-            if (stop - start) / longest * width * 72 > 5.2 * len(text) + 4:
+            if wide_pt > 5.2 * len(text) + 4:
                 ink = "black" if owner == NOBODY else text_color(fill)
                 ax.text((start + stop) / 2, lane + 0.5, text, ha="center", va="center",
                         fontsize=7.5, color=ink)  # fmt: skip
@@ -268,7 +296,7 @@ def plot_rows(
 
 
 def plot_row_grid(
-    panels: Mapping[str, Sequence[int]],
+    panels: Mapping[str, Sequence[int] | np.ndarray],
     *,
     columns: int,
     color_by: str = "host",
@@ -311,18 +339,18 @@ def plot_row_grid(
             "plot_rows, which draws runs of rows."
         )
     lines = -(-rows // columns)
-    ids = sorted({int(o) for values in owners.values() for o in values if o != NOBODY})
-    ranks = {owner: rank for rank, owner in enumerate(ids)}
+    device_fills = _device_fills(list(owners.values()))
     count = len(owners)
     panel_w = width / count
-    figure = Figure(figsize=(width, panel_w * lines / columns + 0.6 + 0.3 * bool(title)))
+    height = panel_w * lines / columns + 0.6 + 0.3 * bool(title)
+    figure = Figure(figsize=_blocks.check_size(width, height, "rows or more columns"))
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, count, squeeze=False)[0]
     runs, patches = {}, {}
     for ax, (label, values) in zip(axes, owners.items(), strict=True):
         drawn = []
         for row, owner in enumerate(values.tolist()):
-            fill = _fill(owner, color_by, ranks)
+            fill = _fill(owner, color_by, device_fills)
             x, y = row % columns, lines - 1 - row // columns
             rect = Rectangle((x, y), 1, 1, facecolor=fill, edgecolor="white", linewidth=1)
             _mark(rect, _hatch(owner, color_by), fill)
@@ -339,5 +367,5 @@ def plot_row_grid(
         figure.suptitle(title, fontsize=10)
     present = sorted({int(o) for values in owners.values() for o in values})
     figure.tight_layout(rect=(0, 0.3 / figure.get_figheight(), 1, 1), h_pad=0.2)
-    _legend(figure, present, color_by, ranks)
+    _legend(figure, present, color_by, device_fills)
     return RowsPlot(figure, runs, patches)

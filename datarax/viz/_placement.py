@@ -188,7 +188,8 @@ def _figure(
     fig_h = 0.3 + 0.18 * len(heading) + 0.6 + 0.25 * legend_rows
     fig_h += grid_rows * (panel[1] + 0.18 * len(found.split_trailing))
     fig_h += (grid_rows - 1) * GAP_H_IN
-    figure = Figure(figsize=(fig_w, fig_h), layout="constrained")
+    fewer = "panels, or a narrower width or shorter title"
+    figure = Figure(figsize=_blocks.check_size(fig_w, fig_h, fewer), layout="constrained")
     FigureCanvasAgg(figure)  # renders off-screen; no pyplot state is touched
     figure.suptitle("\n".join(heading), fontsize=10)
     if legend:

@@ -157,7 +157,8 @@ def plot_reads(
     top_in = 0.35 + lines * _LINE_IN + 0.3 * (title is not None)
     bottom_in = 0.15 + legend_lines * 0.25
     height = size * _CELL_H_IN + top_in + bottom_in
-    figure = Figure(figsize=(width, height))
+    fewer = "steps or positions of the global batch, or a shorter title"
+    figure = Figure(figsize=_blocks.check_size(width, height, fewer))
     FigureCanvasAgg(figure)  # renders off-screen; no pyplot state is touched
     grid_w, grid_h = span * _CELL_W_IN, size * _CELL_H_IN
     ax = figure.add_axes((_LEFT_IN / width, bottom_in / height, grid_w / width, grid_h / height))
@@ -287,7 +288,7 @@ def plot_epoch_ends(
     gaps = len(panels) - 1
     height = 0.35 * (len(lines) + 0.8 * gaps) + 0.6 + 0.3 * len(panels) + 0.3 * (title is not None)
     width = max(0.55 * longest + 1.3, 4.0, _title_inches(title))
-    figure = Figure(figsize=(width, height))
+    figure = Figure(figsize=_blocks.check_size(width, height, "batches, hosts or panels"))
     FigureCanvasAgg(figure)  # renders off-screen; no pyplot state is touched
     top_in = 0.35 + 0.3 * (title is not None)
     ax = figure.add_axes(

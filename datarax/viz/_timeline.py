@@ -28,6 +28,7 @@ from ._palette import text_color
 from ._pipeline_figures import png
 
 Event = tuple[str, str, float, float]  # (lane, label, start, end)
+MAX_EVENTS = 4096  # each event is a bar and maybe a label: ~2 ms each
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +89,11 @@ def plot_timeline(
         unit: ``"ms"`` or ``"s"``, the unit of the time axis.
         width: the figure's width in inches.
 
+    Each event is a bar, labelled where its label fits: at most 4096 events in all
+    (`MAX_EVENTS`), and the panels must fit in 40 inches (each is 0.35 inches and
+    0.4 per lane); past either the picture is refused before anything is drawn. To
+    draw more, pass a slice of the events.
+
     Returns:
         A `TimelinePlot`: the figure and, per panel and lane, the bars drawn.
 
@@ -97,7 +103,8 @@ def plot_timeline(
             or `width` is of the wrong type.
         ValueError: an event names a lane not in `lanes`, ends before it starts or
             has a time that is NaN or infinite; `lanes` is empty or repeats a lane;
-            `unit` is not allowed, or `width` is outside [2, 40] inches.
+            `unit` is not allowed, `width` is outside [2, 40] inches, or there are
+            more than 4096 events or more lanes than fit in 40 inches.
 
     Example:
         >>> events = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
@@ -111,14 +118,23 @@ def plot_timeline(
     if len(set(lanes)) < len(lanes):
         raise ValueError(f"lanes must be distinct, got {lanes}.")
     width = _blocks.check_width(width)
+    count = sum(len(events) if is_sequence(events) else 0 for events in panels.values())
+    if count > MAX_EVENTS:
+        raise ValueError(
+            f"plot_timeline draws at most {MAX_EVENTS} events (each a bar), got {count}; "
+            f"pass a slice of them, e.g. {{title: events[:{MAX_EVENTS // 4}]}}, or fewer panels."
+        )
+    height = 0.4 + (0.35 + 0.4 * len(lanes)) * len(panels)
+    figsize = _blocks.check_size(width, height, "panels or lanes")
     panels = {title: _checked_events(title, events) for title, events in panels.items()}
     colors = _greys(len(lanes))
-    figure = Figure(figsize=(width, 0.4 + (0.35 + 0.4 * len(lanes)) * len(panels)))
+    origins = {title: min((e[2] for e in events), default=0.0) for title, events in panels.items()}
+    longest = max((e[3] - origins[t] for t, ev in panels.items() for e in ev), default=1.0)
+    figure = Figure(figsize=figsize)
     FigureCanvasAgg(figure)
     axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     bars: dict[str, dict[str, tuple[Rectangle, ...]]] = {}
     for ax, (title, events) in zip(axes, panels.items(), strict=True):
-        origin = min((event[2] for event in events), default=0.0)
         drawn: dict[str, list[Rectangle]] = {lane: [] for lane in lanes}
         for lane, label, start, end in events:
             if lane not in drawn:
@@ -127,19 +143,21 @@ def plot_timeline(
                 raise ValueError(f"event {label!r} in lane {lane!r} ends before it starts.")
             y = len(lanes) - 1 - lanes.index(lane)
             fill = colors[lanes.index(lane)]
-            left, span = (start - origin) * scale, (end - start) * scale
+            left, span = (start - origins[title]) * scale, (end - start) * scale
+            wide_pt = (end - start) / (longest or 1.0) * width * 72
             rect = Rectangle((left, y + 0.12), span, 0.76, facecolor=fill, edgecolor="white")
-            ax.add_patch(rect)
+            rect.set_linewidth(1.0 if wide_pt > 3 else 0.0)  # an edge would hide a thin bar
+            ax.add_artist(rect)  # add_patch would also grow the limits, set below: 2x slower
             drawn[lane].append(rect)
-            ax.text(left + span / 2, y + 0.5, label, ha="center", va="center", fontsize=7,
-                    color=text_color(fill))  # fmt: skip
+            if wide_pt > 5.2 * len(label) + 4:
+                ax.text(left + span / 2, y + 0.5, label, ha="center", va="center", fontsize=7,
+                        color=text_color(fill))  # fmt: skip
         ax.set_yticks([len(lanes) - 0.5 - i for i in range(len(lanes))], lanes)
         ax.set_ylim(0, len(lanes))
         ax.set_title(title, fontsize=10)
         ax.spines[["top", "right"]].set_visible(False)
         bars[title] = {lane: tuple(rects) for lane, rects in drawn.items()}
-    ends = [(e[3] - min(x[2] for x in ev)) * scale for ev in panels.values() for e in ev]
-    axes[-1].set_xlim(0, max(ends, default=1.0) * 1.02)
+    axes[-1].set_xlim(0, longest * scale * 1.02)
     axes[-1].set_xlabel(f"time ({unit})")
     figure.tight_layout()
     return TimelinePlot(figure, bars)
