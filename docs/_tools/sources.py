@@ -98,7 +98,8 @@ def results_table(results: Any) -> str | None:
 def write_benchmarks_page(benchmarks: Path, page: Path) -> None:
     """Writes the benchmark page from ``benchmarks/``: its notes, results and plots.
 
-    Markdown notes are included as they are; ``results.json`` becomes a table (or is
+    Markdown notes are included as they are (a note after the first that is a bare
+    table gets a heading naming its file); ``results.json`` becomes a table (or is
     shown as JSON when it is not tabular); every PNG that the notes do not already
     show becomes a figure. Without results the page says how to produce them.
     """
@@ -119,8 +120,11 @@ def write_benchmarks_page(benchmarks: Path, page: Path) -> None:
             "with `make bench`.\n"
         )
     shown = ""
-    for note in notes:
-        shown += note.read_text()
+    for position, note in enumerate(notes):
+        text = note.read_text()
+        shown += text
+        if position and not text.lstrip().startswith("#"):
+            parts.append(f"## The record `docs/benchmarks/{note.name}`\n")  # a bare table
         parts.append(f"```{{include}} ../benchmarks/{note.name}\n:relative-images:\n```\n")
     if results.exists():
         table = results_table(json.loads(results.read_text()))
