@@ -6,6 +6,7 @@ and each says which JAX release would let it go.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -41,14 +42,20 @@ def coordinator_client() -> Any:
 def backends_started() -> bool | None:
     """Whether JAX has started its backends (None when this JAX cannot say).
 
-    No public query exists (as of 0.10); callers treat None as "assume started".
+    No public query exists (as of 0.10); callers treat None as "assume started". About a
+    microsecond: a pipeline worker asks it for every batch.
     """
+    started = _backends_are_initialized()
+    return bool(started()) if callable(started) else None
+
+
+@functools.cache
+def _backends_are_initialized() -> Any:
     try:
         from jax._src import xla_bridge
     except ImportError:
         return None
-    started = getattr(xla_bridge, "backends_are_initialized", None)
-    return bool(started()) if callable(started) else None
+    return getattr(xla_bridge, "backends_are_initialized", None)
 
 
 def on_auto_mesh(leaf: Any) -> Any:

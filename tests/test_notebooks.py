@@ -84,6 +84,8 @@ BANNED = [
     r"`size \+ 1` batches",  # a prefetcher can hold size + 2 on the devices
     r"JAX's own time-outs end the job",  # only once the finished host's process exits
     r"shorter than either leaf",
+    r"gives 8 real chips",  # untried: no notebook has run on real accelerators
+    r"575 on a TPU",  # a v5e-8 ring sends on 2 links, and overlaps only the backward pass
 ]
 BADGE = (
     "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"

@@ -1,10 +1,12 @@
-"""Device set-up for notebooks: real accelerators when there are enough, else
-simulated CPU devices.
+"""Device set-up for notebooks: the lesson's devices, and the runtime's real chips.
 
 A lesson about sharding needs several devices. A laptop, a Colab CPU runtime or a
-one-chip Colab TPU has fewer, so JAX's CPU backend is split into simulated devices
-instead; a runtime with enough accelerators uses them. This must be decided before
-JAX starts its backends, which `setup_devices` does.
+one-chip Colab TPU has fewer, so JAX's CPU backend is split into simulated devices for
+the lesson's meshes; a runtime with enough accelerators uses them. Where the runtime has
+a real accelerator but too few of them, the accelerator is kept beside the simulated
+devices: ``jax.devices()`` lists the CPU devices, and ``accelerator_devices()`` the real
+chips, for the cells that measure a copy or run a step on them. This must be decided
+before JAX starts its backends, which `setup_devices` does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import pkgutil
 import subprocess
 import sys
+from typing import Any
 
 import jax
 
@@ -22,15 +25,24 @@ from datarax._compat import backends_started
 from datarax.sharding._checks import check_int, check_str
 
 MAX_SIMULATED = 4096  # JAX takes ~2.5 s to start 4096 CPU devices, and minutes for 10^5
+_ACCELERATORS = ("tpu", "gpu")
 
 
 @dataclasses.dataclass(frozen=True)
 class DevicePlan:
-    """What `setup_devices` decided: the platform to use and why, in a sentence."""
+    """What `setup_devices` decided, and why, in a sentence.
+
+    `platform` and `num_devices` are what ``jax.devices()`` lists (the lesson's
+    meshes); `accelerator` and `accelerator_count` are the runtime's real chips, which
+    are the lesson's devices when `platform` is theirs and are kept beside simulated CPU
+    devices otherwise (None and 0 on a runtime without any).
+    """
 
     platform: str
     num_devices: int
     message: str
+    accelerator: str | None = None
+    accelerator_count: int = 0
 
 
 def _check_needed(needed: object) -> int:
@@ -39,14 +51,21 @@ def _check_needed(needed: object) -> int:
     )
 
 
+def _count(count: int, platform: str) -> str:
+    return f"{count} {platform.upper()} device{'s' * (count != 1)}"
+
+
 def choose_devices(
     accelerator_platform: str | None, accelerator_count: int, needed: int
 ) -> DevicePlan:
     """Decides between the runtime's accelerators and `needed` simulated CPU devices.
 
+    The rule: with at least `needed` accelerators the lesson uses them; otherwise it
+    uses `needed` simulated CPU devices, and any accelerator stays beside them.
+
     Example:
-        >>> choose_devices("tpu", 1, 8).platform
-        'cpu'
+        >>> choose_devices("tpu", 1, 8).platform, choose_devices("tpu", 1, 8).accelerator
+        ('cpu', 'tpu')
         >>> choose_devices("tpu", 8, 8).platform
         'tpu'
     """
@@ -54,23 +73,31 @@ def choose_devices(
     if check_str("accelerator_platform", accelerator_platform, optional=True) == "":
         raise ValueError("accelerator_platform must name a platform ('tpu', 'gpu') or be None.")
     accelerator_count = check_int("accelerator_count", accelerator_count, minimum=0)
-    if accelerator_platform is not None and accelerator_count >= needed:
+    if accelerator_platform is None or accelerator_count == 0:
+        return DevicePlan(
+            "cpu",
+            needed,
+            f"Using {needed} simulated CPU device{'s' * (needed != 1)}: this runtime has no "
+            f"accelerator, and this lesson needs {needed}.",
+        )
+    chips = _count(accelerator_count, accelerator_platform)
+    if accelerator_count >= needed:
         return DevicePlan(
             accelerator_platform,
             accelerator_count,
-            f"Using the runtime's {accelerator_count} {accelerator_platform.upper()} "
-            f"device{'s' * (accelerator_count != 1)}.",
+            f"Using the runtime's {chips}.",
+            accelerator_platform,
+            accelerator_count,
         )
-    if accelerator_platform is None:
-        why = "this runtime has no accelerator"
-    else:
-        plural = "s" if accelerator_count != 1 else ""
-        why = f"this runtime has {accelerator_count} {accelerator_platform.upper()} device{plural}"
     return DevicePlan(
         "cpu",
         needed,
-        f"Using {needed} simulated CPU device{'s' * (needed != 1)}: {why}, and this lesson "
-        f"needs {needed}.",
+        f"Using {needed} simulated CPU devices: this runtime has {chips}, and this lesson "
+        f"needs {needed}. The meshes use the CPU devices; the cells that measure a copy or "
+        f"run a step also use the {accelerator_platform.upper()} "
+        f"(datarax.distributed.accelerator_devices()).",
+        accelerator_platform,
+        accelerator_count,
     )
 
 
@@ -106,27 +133,63 @@ def _backends_started() -> bool:
     return True if started is None else started
 
 
+def accelerator_devices() -> list[Any]:
+    """The real accelerator devices JAX has started: the lesson's own, or those kept beside
+    simulated CPU devices; an empty list on a runtime without any.
+
+    Example:
+        >>> [device.platform for device in accelerator_devices()]  # a CPU-only runtime
+        []
+    """
+    if jax.default_backend() != "cpu":
+        return list(jax.devices())
+    for platform in _ACCELERATORS:
+        try:
+            return list(jax.devices(platform))
+        except RuntimeError:  # a platform JAX did not start
+            continue
+    return []
+
+
+def _already_running(needed: int) -> DevicePlan:
+    platform, count = jax.default_backend(), jax.device_count()
+    if count < needed:
+        raise ValueError(
+            f"setup_devices({needed}): JAX is already running with {_count(count, platform)}, "
+            f"and the number of devices cannot change once JAX has started. Restart the "
+            f"kernel (or the Python process) and run the device set-up cell first, before "
+            f"any other JAX operation; or pass needed={count} or less."
+        )
+    chips = accelerator_devices()
+    accelerator = chips[0].platform if chips else None
+    message = f"JAX is already running with {_count(count, platform)}."
+    if chips and platform == "cpu":
+        message += f" The {_count(len(chips), accelerator or '')} stays beside them."
+    return DevicePlan(platform, count, message, accelerator, len(chips))
+
+
 def setup_devices(needed: int = 8) -> DevicePlan:
     """Makes at least `needed` devices visible to JAX and says which, in a sentence.
 
-    Call it right after ``import jax``. With `needed` or more accelerators it uses
-    them; otherwise it asks JAX for `needed` simulated CPU devices. Safe to call
-    again: once JAX has started, it only reports what is there.
+    Call it right after ``import jax``. The rule: with `needed` or more accelerators,
+    ``jax.devices()`` lists them; otherwise it lists `needed` simulated CPU devices
+    (JAX's default platform becomes the CPU) and the runtime's accelerators stay
+    reachable through `accelerator_devices`. ``JAX_PLATFORMS=cpu`` in the environment
+    means the CPU alone, decided without looking for accelerators. Safe to call again:
+    once JAX has started, it only reports what is there.
+
+    Raises:
+        ValueError: JAX already runs with fewer than `needed` devices (the message says
+            to restart and run this first), or `needed` is not in [1, 4096].
 
     Example:
         >>> plan = setup_devices(8)
         >>> jax.device_count() >= 8
         True
     """
-    _check_needed(needed)
+    needed = _check_needed(needed)
     if _backends_started():
-        platform, count = jax.default_backend(), jax.device_count()
-        message = (
-            f"JAX is already running with {count} {platform.upper()} device{'s' * (count != 1)}."
-        )
-        if count < needed:
-            message += f" This lesson needs {needed}: restart the kernel and run this cell first."
-        return DevicePlan(platform, count, message)
+        return _already_running(needed)
     if (
         os.environ.get("JAX_PLATFORMS", "").strip().lower() == "cpu"
         or not _accelerator_plugins_installed()
@@ -136,6 +199,8 @@ def setup_devices(needed: int = 8) -> DevicePlan:
         accelerator, count = _probe_accelerators()
     plan = choose_devices(accelerator, count, needed)
     if plan.platform == "cpu":
-        jax.config.update("jax_platforms", "cpu")
+        # The first platform listed is JAX's default: the lesson's meshes use the CPU.
+        platforms = "cpu" if plan.accelerator is None else f"cpu,{plan.accelerator}"
+        jax.config.update("jax_platforms", platforms)
         jax.config.update("jax_num_cpu_devices", needed)
     return plan
