@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -104,13 +105,50 @@ def to_device(batch: dict[str, np.ndarray]) -> Any:
 
 
 class HangFrom:
-    """Never returns once it sees a row of `row` or more (a stuck decoder, say)."""
+    """Never returns once it sees a row of `row` or more (a stuck decoder, say), and then
+    ignores SIGTERM if `ignore_sigterm`."""
 
-    def __init__(self, row: int):
-        self.row = row
+    def __init__(self, row: int, ignore_sigterm: bool = False):
+        self.row, self.ignore_sigterm = row, ignore_sigterm
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if batch["x"].max() >= self.row:
+            if self.ignore_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
             while True:
                 time.sleep(1)
         return batch
+
+
+class Count:
+    """Counts its calls: each batch carries the count and the process that made it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.calls += 1
+        rows = len(batch["x"])
+        return {**batch, "call": np.full(rows, self.calls), "pid": np.full(rows, os.getpid())}
+
+
+def noise_from_rows(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Adds noise drawn from a generator seeded by each row's index, not one it keeps."""
+    noise = [np.random.default_rng([7, int(row)]).normal() for row in batch["x"]]
+    return {**batch, "y": batch["y"] + np.asarray(noise)}
+
+
+class Lookup:
+    """Adds the rows of `tables` (arrays it holds, memmaps say) that each row's "i" names."""
+
+    def __init__(self, tables: list[np.ndarray]):
+        self.tables = tables
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        looked = np.stack([table[batch["i"]] for table in self.tables], axis=1)
+        return {**batch, "looked": looked}
+
+
+def as_lists(batch: dict[str, np.ndarray]) -> dict[str, list[int]]:
+    """A batch with no numpy array left in it."""
+    return {name: column.tolist() for name, column in batch.items()}

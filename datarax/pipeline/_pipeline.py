@@ -25,7 +25,6 @@ from that state alike on every host.
 
 from __future__ import annotations
 
-import functools
 import json
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -40,6 +39,7 @@ from datarax.pipeline._agreement import agree, agree_on_batches_left
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, Rows, read_rows
 from datarax.pipeline._state import check_pipeline_state
+from datarax.pipeline._worker_checks import leave_if_importing_main
 from datarax.pipeline._workers import HostWorkers, pickled_for_workers
 from datarax.sharding._checks import check_bool, check_int, check_sharding_type
 from datarax.sharding._exchange import FEEDING
@@ -170,13 +170,38 @@ class Pipeline:
         workers: 0 (default): read and run `stages` in this process. N > 0: read the
             rows and run `stages` in N worker processes, a few batches ahead, with the
             same batches in the same order; the source and stages must then be
-            picklable (top-level functions or classes of a module), and each worker
-            holds its own copy of the source. The workers start at the first batch
-            and serve every epoch until the pipeline is garbage-collected or the
-            process exits. The stages must stay on the host
-            (numpy): a stage that places batches on devices belongs in
+            picklable (top-level functions or classes of a module). Each worker runs
+            its own copy of the source and stages, pickled when the pipeline is
+            built: state a stage changes (a counter, a generator it keeps) stays in
+            one worker's copy, so such a stage gives other batches than workers=0;
+            draw randomness from the rows instead. The workers start at the first batch
+            and serve every epoch, starting the next one's first batches before this
+            one ends, until the pipeline is garbage-collected or the process exits.
+            Numpy arrays come back through shared memory: a worker copies them once
+            into a slot this process lent it and you get views of the slot, which is
+            lent again only once you have dropped every array in it (a batch you keep
+            is never overwritten). A worker imports the script that runs the pipeline
+            again as it starts, so in a script the code that builds and iterates the
+            pipeline must be under ``if __name__ == "__main__":``; without it every
+            worker would start workers of its own, and iterating raises a
+            RuntimeError that says so. Workers run JAX on CPU only (the devices
+            belong to this process) and the stages must stay on the host (numpy):
+            a stage that returns jax.Arrays or starts JAX on an accelerator there is
+            an error naming it. A stage that places batches on devices belongs in
             `device_stages` (which, like the placement of global batches, stays in
             this process) or in a pipeline with workers=0.
+
+            Memory-mapped files are shared with the workers, not copied: an
+            ``np.memmap`` in mode ``"r"``, ``"r+"`` or ``"w+"`` (``np.load(path,
+            mmap_mode="r")`` among them), or a slice or view of one, wherever the
+            source or a stage holds it, reaches each worker as its file's path, and
+            the worker maps the same file again (a ``"w+"`` one as ``"r+"``, so it is
+            never emptied): a 400 MB ``.npy`` costs a worker a few hundred bytes of
+            pickle, not two copies of 400 MB, and the file's pages sit once in the
+            page cache for every process. Mode ``"c"`` (copy on write) is pickled
+            whole, with the changes only this process has. A file whose size or inode
+            (or, in mode ``"r"``, modification time) changed after the pipeline was
+            built makes ``next()`` raise a RuntimeError naming it: build a new Pipeline.
 
     Example:
         >>> pipeline = Pipeline(source={"x": np.arange(10)}, stages=[lambda b: b["x"] * 2],
@@ -226,6 +251,7 @@ class Pipeline:
         self.source_length = len(source)
         self.workers = check_int("workers", workers, minimum=0)
         self._host_workers: HostWorkers | None = None
+        self._next_order: tuple[int, np.ndarray | None] = (-1, None)  # the workers' look ahead
         if self.workers:
             payload = pickled_for_workers(source, self.stages)
             self._host_workers = HostWorkers(payload, self.workers)  # started when needed
@@ -321,6 +347,8 @@ class Pipeline:
         self._agreed = False
 
     def __iter__(self) -> Iterator[Batch]:
+        if self.workers:  # in a worker re-running a script with no main guard: leave
+            leave_if_importing_main(self.workers)
         if self._resume:
             state = self.get_state()
             self._epoch, self._next_batch = state["epoch"], state["batch_index"]
@@ -385,8 +413,17 @@ class Pipeline:
                 "build a new Pipeline over the changed source."
             )
         if self._host_workers is not None:
-            rows_of = functools.partial(self._rows, order)
-            batch = self._host_workers.batch(self._epoch, self._next_batch, self._end, rows_of)
+            # Ahead into the next epoch too: its order follows from the epoch alone.
+            def rows_of(epoch: int, index: int) -> Rows:
+                if epoch == self._epoch:
+                    return self._rows(order, index)
+                if self._next_order[0] != epoch:
+                    self._next_order = epoch, self.epoch_order(epoch)
+                return self._rows(self._next_order[1], index)
+
+            batch = self._host_workers.batch(
+                self._epoch, self._next_batch, self._end, self.num_batches, rows_of
+            )
         else:
             rows = self._rows(order, self._next_batch)
             try:

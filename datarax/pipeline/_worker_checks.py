@@ -1,0 +1,204 @@
+"""Clear errors for the two ways a script breaks a pipeline's worker processes.
+
+**A script without ``if __name__ == "__main__":``.** A worker process starts fresh
+(forked from a forkserver), and before anything else it imports the script the
+pipeline's process runs, as a module named ``__mp_main__``, so that the functions and
+classes the script defines can be unpickled there: the script's top-level code runs
+again in every worker. If that code iterates a pipeline with workers, every worker
+would start workers of its own, and they theirs. `leave_if_importing_main` (called when
+such a pipeline is iterated) ends a process that is still importing its parent's
+script, before it starts any worker, with the exit code `NO_MAIN_GUARD_EXIT` and a
+message on its stderr. The pipeline's process sees its pool broken, reads that code
+among its workers' (`worker_exit_codes`) and raises the error that names the fix
+(`raise_if_no_main_guard`) instead of "a worker died".
+
+How a process knows it is importing its parent's script: while a ``spawn`` or
+``forkserver`` child prepares (imports the parent's ``__main__``, unpickles what it is to
+run), multiprocessing sets ``_inheriting`` on its process object, and it is the same
+flag multiprocessing reads to refuse starting a process from there (CPython 3.11 to 3.13
+alike). `multiprocessing.parent_process()` is still None at that point, and
+``sys.modules["__main__"]`` is not yet the script, so neither tells.
+
+**JAX in a worker.** The pipeline's process holds the host's accelerator: on a TPU
+host, JAX in a worker left to choose fails with "The TPU is already in use by process
+...". So JAX in a worker runs on CPU only: `run_jax_on_cpu` sets it,
+before the worker unpickles the source and stages, and before the script is imported
+again when the worker was forked from the forkserver this library started (which
+imports `datarax.pipeline._forkserver_preload` first: every process forked from that
+forkserver, also one a user starts from it later, runs JAX on CPU). A host stage must
+return host data (numpy): `check_jax_in_worker`, after the source is read and after each
+stage, raises an error naming the stage when a stage returned jax.Arrays, or when JAX
+started a backend other than CPU in the worker. Asking JAX's platform costs about a
+microsecond a check (less once JAX has started on CPU); looking for jax.Arrays among a
+batch's leaves, a few microseconds a stage.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import jax
+
+from datarax._compat import backends_started
+
+# The exit code of a process that left because it was importing its parent's script.
+NO_MAIN_GUARD_EXIT = 87
+# What the first check of a batch names: what ran in the worker before any batch.
+AT_START = (
+    "the worker's start (the script's top-level code, which every worker runs again, or "
+    "the unpickling of the source and stages)"
+)
+_MAIN_GUARD = 'if __name__ == "__main__":'
+_parent_backend: str | None = None  # in a worker: the JAX platform of the pipeline's process
+_on_cpu = False  # in a worker: JAX started its backends, on CPU (they start once: it stays so)
+
+
+def importing_main() -> bool:
+    """Whether this process is a multiprocessing child still importing its parent's
+    script (or unpickling what it is to run)."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+def _script(main_name: str) -> str:
+    path = getattr(sys.modules.get(main_name), "__file__", None)
+    return str(path) if path else "the script"
+
+
+def leave_if_importing_main(workers: int) -> None:
+    """Ends this process, with `NO_MAIN_GUARD_EXIT`, when it is a child still importing
+    its parent's script: a pipeline with `workers` iterated there would start workers
+    in every worker."""
+    if not importing_main():
+        return
+    message = (
+        f"datarax: this process was started by multiprocessing (a pipeline worker, say) "
+        f"and runs the top-level code of {_script('__mp_main__')} again, as every such "
+        f"process does on starting, and that code iterates a Pipeline with "
+        f"workers={workers}, which would start workers in every worker, without end. Put "
+        f"the script's code under `{_MAIN_GUARD}` (functions and classes the stages use "
+        f"may stay at the top), or use workers=0. This process exits with code "
+        f"{NO_MAIN_GUARD_EXIT}.\n"
+    )
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is sys.stderr:
+                stream.write(message)
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed or absent: exit all the same
+            pass
+    # Not sys.exit: the forkserver's child turns a SystemExit into exit code 1.
+    os._exit(NO_MAIN_GUARD_EXIT)
+
+
+def worker_exit_codes(pool: ProcessPoolExecutor | None, wait_s: float = 2.0) -> list[int | None]:
+    """The exit codes of a broken `pool`'s workers, read before the pool is shut down
+    (None: not known, or still running).
+
+    Waits up to `wait_s` for the pool's own thread, which ends the other workers and
+    collects every code: a code read while that thread reads it could come out wrong
+    (a forkserver child's code is sent once, and the second reader gets 255).
+    """
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None and manager.is_alive():
+        manager.join(wait_s)
+    processes = (getattr(pool, "_processes", None) or {}).values()
+    return [getattr(getattr(process, "_popen", None), "returncode", None) for process in processes]
+
+
+def raise_if_no_main_guard(exit_codes: Iterable[int | None], error: BaseException) -> None:
+    """Raises the error naming the missing main guard when a worker left because it was
+    importing the script (`leave_if_importing_main`); `error` is the pool's."""
+    if NO_MAIN_GUARD_EXIT not in list(exit_codes):
+        return
+    raise RuntimeError(
+        f"The pipeline's worker processes ended as they started: each runs the top-level "
+        f"code of {_script('__main__')} again on starting (a new process imports the "
+        "script that started it, to find the functions and classes it defines), and that "
+        "code iterates a Pipeline with workers, which would start workers in every "
+        f"worker, without end. Put the code that builds and iterates the pipeline under "
+        f"`{_MAIN_GUARD}` (the stages' functions and classes may stay at the top), or "
+        "use workers=0."
+    ) from error
+
+
+def parent_backend() -> str | None:
+    """In the pipeline's process: the platform JAX runs on (``"tpu"``, ``"gpu"``,
+    ``"cpu"``), or None while JAX has started no backend. Starts none: that could take
+    the accelerator before ``jax.distributed.initialize``."""
+    return jax.default_backend() if backends_started() else None
+
+
+def run_jax_on_cpu(parent: str | None) -> None:
+    """In a worker, before anything in it uses JAX: JAX runs on CPU only here, and
+    processes the worker starts inherit that. `parent` is `parent_backend` of the
+    pipeline's process, for the errors of `check_jax_in_worker`."""
+    global _parent_backend
+    _parent_backend = parent
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    if not backends_started():  # once started, it changes nothing: the check tells
+        jax.config.update("jax_platforms", "cpu")
+
+
+def in_forkserver() -> bool:
+    """Whether this code runs inside multiprocessing's forkserver loading its preloads."""
+    import multiprocessing.forkserver
+
+    serving = getattr(multiprocessing.forkserver.main, "__code__", None)
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is serving:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _worker_platform() -> str | None:
+    """The platform of JAX's default backend in this process (None: none started)."""
+    return jax.default_backend() if backends_started() else None
+
+
+def _devices() -> str:
+    if _parent_backend and _parent_backend != "cpu":
+        return f"this host's {_parent_backend.upper()} belongs to the pipeline's process"
+    return "the devices belong to the pipeline's process"
+
+
+def check_jax_in_worker(what: str, batch: Any = None) -> None:
+    """In a worker, after `what` ran (``stages[1]``; `AT_START`; the source's
+    ``__getitem__``): raises when JAX started a backend other than CPU here, or when
+    `batch` holds jax.Arrays.
+
+    Raises:
+        RuntimeError: JAX runs on another platform than CPU in this worker.
+        TypeError: `batch` holds jax.Arrays.
+    """
+    global _on_cpu
+    platform = None if _on_cpu else _worker_platform()
+    if platform == "cpu":
+        _on_cpu = True
+    elif platform is not None:
+        raise RuntimeError(
+            f"{what} started JAX on {platform.upper()} in a pipeline worker process, but "
+            f"workers run JAX on CPU only: {_devices()}. Host "
+            "stages must return numpy arrays: do JAX work on the batch after it is placed "
+            "(device_stages with sharding=, or your step), keep top-level JAX code of a "
+            f"script under `{_MAIN_GUARD}`, or use workers=0."
+        )
+    if batch is None:
+        return
+    leaves = [leaf for leaf in jax.tree_util.tree_leaves(batch) if isinstance(leaf, jax.Array)]
+    if leaves:
+        places = sorted({device.platform.upper() for device in leaves[0].sharding.device_set})
+        raise TypeError(
+            f"{what} returned jax.Arrays in a pipeline worker process (on {', '.join(places)} "
+            f"there), whose devices are not this program's: {_devices()}, and workers run "
+            "JAX on CPU only. Host stages must return numpy arrays "
+            "(np.asarray); a stage that places batches on devices (a sharder's shard) or "
+            "computes with JAX belongs in device_stages, after the placement, or in a "
+            "pipeline with workers=0."
+        )
