@@ -165,7 +165,10 @@ def test_no_worker_is_left_once_the_pipeline_is_gone(tmp_path: Path) -> None:
 
 
 PARENT = """
-import select, sys
+import select, signal, sys
+# Ctrl-C ends Python as it does from a terminal, even where the tests were started in
+# the background by a shell without job control, which has children ignore SIGINT.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np
 from _worker_stages import with_pid
 from datarax.pipeline import Pipeline
