@@ -112,29 +112,33 @@ def augment(image: np.ndarray, index: int, passes: int) -> np.ndarray:
     return out
 
 
-class AugmentBatch:
-    """A `Pipeline` stage: every record of the batch through `augment`."""
+RecordWork = Callable[[np.ndarray, int, int], np.ndarray]  # (image, label, passes)
 
-    def __init__(self, passes: int):
-        self.passes = passes
+
+class EveryRecord:
+    """A `Pipeline` stage: every record of the batch through `work` (`augment` or
+    `crop_flip`), stacked."""
+
+    def __init__(self, work: RecordWork, passes: int):
+        self.work, self.passes = work, passes
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         images = [
-            augment(image, int(label), self.passes)
+            self.work(image, int(label), self.passes)
             for image, label in zip(batch["image"], batch["label"], strict=True)
         ]
         return {"image": np.stack(images), "label": batch["label"]}
 
 
-class AugmentRecord:
-    """A Grain map: one record through `augment`."""
+class OneRecord:
+    """A Grain map: one record through `work` (Grain's batch stacks them)."""
 
-    def __init__(self, passes: int):
-        self.passes = passes
+    def __init__(self, work: RecordWork, passes: int):
+        self.work, self.passes = work, passes
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
         label = record["label"]
-        return {"image": augment(record["image"], int(label), self.passes), "label": label}
+        return {"image": self.work(record["image"], int(label), self.passes), "label": label}
 
 
 class Records:
@@ -222,7 +226,7 @@ def _candidates(
     skip: int = SKIP,
 ) -> dict[str, Callable[[], float]]:
     """Each candidate's records per second, measured afresh on every call."""
-    stage = AugmentBatch(passes)
+    stage = EveryRecord(augment, passes)
 
     def plain() -> Iterator[dict[str, np.ndarray]]:
         for start in range(0, RECORDS, BATCH):
@@ -240,7 +244,7 @@ def _candidates(
     if not with_grain:
         return candidates
     repeated = (
-        grain.MapDataset.source(Records(data)).map(AugmentRecord(passes)).batch(BATCH).repeat()
+        grain.MapDataset.source(Records(data)).map(OneRecord(augment, passes)).batch(BATCH).repeat()
     )
 
     def grain_run(read: grain.ReadOptions | None, processes: int) -> float:
@@ -416,31 +420,6 @@ def crop_flip(image: np.ndarray, index: int, passes: int) -> np.ndarray:
     return out
 
 
-class CropFlipBatch:
-    """A `Pipeline` stage: every image of the batch through `crop_flip`, stacked."""
-
-    def __init__(self, passes: int):
-        self.passes = passes
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        images = [
-            crop_flip(image, int(label), self.passes)
-            for image, label in zip(batch["image"], batch["label"], strict=True)
-        ]
-        return {"image": np.stack(images), "label": batch["label"]}
-
-
-class CropFlipRecord:
-    """A Grain map: one image through `crop_flip` (Grain's batch stacks them)."""
-
-    def __init__(self, passes: int):
-        self.passes = passes
-
-    def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
-        label = record["label"]
-        return {"image": crop_flip(record["image"], int(label), self.passes), "label": label}
-
-
 class ImageFile(ArraySource):
     """The images of a ``.npy`` file, memory-mapped, with their index as label: the
     `Pipeline` source. Pickled as its path: each worker maps the file itself."""
@@ -488,7 +467,7 @@ def _write_images(path: str, count: int) -> None:
 def _stage_ms(passes: int, batch: dict[str, np.ndarray], repeats: int) -> float:
     """Milliseconds the stage takes on `batch` in this process: the fastest of
     `repeats` tries, the one other work on the machine disturbed least."""
-    stage, fastest = CropFlipBatch(passes), float("inf")
+    stage, fastest = EveryRecord(crop_flip, passes), float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
         stage(batch)
@@ -526,7 +505,7 @@ def _pipeline_stream(path: str, passes: int, batch_size: int, workers: int) -> I
         functools.partial(
             Pipeline,
             source=ImageFile(path),
-            stages=[CropFlipBatch(passes)],
+            stages=[EveryRecord(crop_flip, passes)],
             batch_size=batch_size,
             workers=workers,
         )
@@ -539,7 +518,7 @@ def _grain_stream(
     """Grain over the same file, batched in order, repeated, through `workers` processes."""
     batches = (
         grain.MapDataset.source(ImageRecords(path))
-        .map(CropFlipRecord(passes))
+        .map(OneRecord(crop_flip, passes))
         .batch(batch_size, drop_remainder=True)
         .repeat()
     )
@@ -686,7 +665,7 @@ def images(
             passes, measured_ms = _image_passes(stage_ms, sample)
         else:
             measured_ms = _stage_ms(passes, sample, repeats=5)
-        prepared = CropFlipBatch(passes)(sample)
+        prepared = EveryRecord(crop_flip, passes)(sample)
         results: dict[str, Any] = {
             "case": "images",
             "images": count,
