@@ -190,26 +190,35 @@ if __name__ == "__main__":
 """
 
 
+def _start(
+    script: Path, env: dict[str, str], *args: str, stderr: int = subprocess.DEVNULL
+) -> subprocess.Popen[str]:
+    """The parent `script` run with `args`, its stdin and stdout piped."""
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        env=env,
+    )
+
+
+def _worker_pids(parent: subprocess.Popen[str]) -> list[int]:
+    """The pids of its workers, which a parent prints on its first line."""
+    assert parent.stdout is not None
+    return [int(pid) for pid in parent.stdout.readline().split()]
+
+
 def test_no_worker_is_left_when_the_parent_ends_or_is_killed(tmp_path: Path) -> None:
     """Four parents at once: one exits, one raises, one gets Ctrl-C, one SIGKILL."""
     script, env = _script(tmp_path, PARENT)
     endings = ("exit", "exception", "SIGINT", "SIGKILL")
-    parents = {
-        ending: subprocess.Popen(
-            [sys.executable, str(script), ending],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        for ending in endings
-    }
+    parents = {ending: _start(script, env, ending) for ending in endings}
     try:
         pids = {}
         for ending, parent in parents.items():
-            assert parent.stdout is not None
-            pids[ending] = [int(pid) for pid in parent.stdout.readline().split()]
+            pids[ending] = _worker_pids(parent)
             assert pids[ending] and all(_running(pid) for pid in pids[ending]), ending
         for ending, parent in parents.items():
             assert parent.stdin is not None
@@ -231,17 +240,9 @@ def test_no_worker_is_left_when_the_parent_ends_or_is_killed(tmp_path: Path) -> 
 def _ctrl_c(script: Path, env: dict[str, str]) -> tuple[float | None, list[int]]:
     """Seconds from Ctrl-C to the exit of a parent with live workers (None: not within
     30 s), and its workers still running 10 s later."""
-    parent = subprocess.Popen(
-        [sys.executable, str(script), "SIGINT"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
+    parent = _start(script, env, "SIGINT")
     try:
-        assert parent.stdout is not None
-        pids = [int(pid) for pid in parent.stdout.readline().split()]
+        pids = _worker_pids(parent)
         parent.send_signal(signal.SIGINT)
         start = time.monotonic()
         try:
@@ -315,16 +316,9 @@ def test_a_stage_that_never_returns_holds_up_no_exit(
 ) -> None:
     """Batches 1-4 are in flight in workers stuck for good when the parent ends."""
     script, env = _script(tmp_path, HANGING_PARENT)
-    parent = subprocess.Popen(
-        [sys.executable, str(script), stage, pipeline],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    parent = _start(script, env, stage, pipeline, stderr=subprocess.PIPE)
     try:
-        assert parent.stdout is not None
-        pids = [int(pid) for pid in parent.stdout.readline().split()]
+        pids = _worker_pids(parent)
         start = time.monotonic()
         _, errors = parent.communicate(timeout=30)  # a hang limit: about 2 s here
     finally:
