@@ -56,9 +56,9 @@ from datarax.pipeline._sources import Rows, read_rows
 from datarax.pipeline._worker_checks import (
     AT_START,
     check_jax_in_worker,
-    parent_backend,
     raise_if_no_main_guard,
     run_jax_on_cpu,
+    started_platform,
     worker_exit_codes,
 )
 
@@ -262,7 +262,7 @@ class HostWorkers:
                 self._workers,
                 mp_context=_context,
                 initializer=_start_worker,
-                initargs=(self._payload, os.getpid(), parent_backend()),
+                initargs=(self._payload, os.getpid(), started_platform()),
             )
         try:
             self._submit(wanted, rows_of)
@@ -291,8 +291,8 @@ class HostWorkers:
         first batch has told the slots' size, that one alone: those asked for meanwhile
         would come back pickled, the slow way for large arrays."""
         ahead = self._ahead if self._slots.sized else 1
-        wanted = [(epoch, k) for k in range(index, end)][:ahead]
-        return wanted + [(epoch + 1, k) for k in range(next_end)][: ahead - len(wanted)]
+        wanted = [(epoch, k) for k in range(index, min(end, index + ahead))]
+        return wanted + [(epoch + 1, k) for k in range(min(next_end, ahead - len(wanted)))]
 
     def _submit(self, wanted: list[tuple[int, int]], rows_of: Callable[[int, int], Rows]) -> None:
         """Hands the workers every batch of `wanted` not in flight yet, each with a slot."""
