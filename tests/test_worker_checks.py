@@ -186,7 +186,7 @@ def test_jax_started_on_an_accelerator_in_a_worker_names_what_started_it(
     check_jax_in_worker("stages[0]", {"x": np.ones(2)})  # JAX on CPU here: fine
     assert _worker_checks._on_cpu  # and so it stays: not asked again
     monkeypatch.setattr(_worker_checks, "_on_cpu", False)  # a worker where JAX ...
-    monkeypatch.setattr(_worker_checks, "_worker_platform", lambda: "tpu")  # ... opened a TPU
+    monkeypatch.setattr(_worker_checks, "started_platform", lambda: "tpu")  # ... opened a TPU
     pattern = r"stages\[0\] started JAX on TPU in a pipeline worker.*CPU only.*TPU.*numpy"
     with pytest.raises(RuntimeError, match=pattern):
         check_jax_in_worker("stages[0]", {"x": np.ones(2)})
@@ -198,7 +198,7 @@ def test_a_worker_of_a_pipeline_on_an_accelerator_names_the_stage_that_used_jax(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A real worker, told by the pipeline's process that it runs on TPU."""
-    monkeypatch.setattr(_workers, "parent_backend", lambda: "tpu")
+    monkeypatch.setattr(_workers, "started_platform", lambda: "tpu")
     pipeline = Pipeline(
         source={"x": np.arange(16)}, stages=[scale, to_device], batch_size=8, workers=1
     )

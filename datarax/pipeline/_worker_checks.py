@@ -126,16 +126,16 @@ def raise_if_no_main_guard(exit_codes: Iterable[int | None], error: BaseExceptio
     ) from error
 
 
-def parent_backend() -> str | None:
-    """In the pipeline's process: the platform JAX runs on (``"tpu"``, ``"gpu"``,
-    ``"cpu"``), or None while JAX has started no backend. Starts none: that could take
-    the accelerator before ``jax.distributed.initialize``."""
+def started_platform() -> str | None:
+    """The platform JAX runs on in this process (``"tpu"``, ``"gpu"``, ``"cpu"``), or
+    None while JAX has started no backend. Starts none: in the pipeline's process that
+    could take the accelerator before ``jax.distributed.initialize``."""
     return jax.default_backend() if backends_started() else None
 
 
 def run_jax_on_cpu(parent: str | None) -> None:
     """In a worker, before anything in it uses JAX: JAX runs on CPU only here, and
-    processes the worker starts inherit that. `parent` is `parent_backend` of the
+    processes the worker starts inherit that. `parent` is `started_platform` of the
     pipeline's process, for the errors of `check_jax_in_worker`."""
     global _parent_backend
     _parent_backend = parent
@@ -157,11 +157,6 @@ def in_forkserver() -> bool:
     return False
 
 
-def _worker_platform() -> str | None:
-    """The platform of JAX's default backend in this process (None: none started)."""
-    return jax.default_backend() if backends_started() else None
-
-
 def _devices() -> str:
     if _parent_backend and _parent_backend != "cpu":
         return f"this host's {_parent_backend.upper()} belongs to the pipeline's process"
@@ -178,7 +173,7 @@ def check_jax_in_worker(what: str, batch: Any = None) -> None:
         TypeError: `batch` holds jax.Arrays.
     """
     global _on_cpu
-    platform = None if _on_cpu else _worker_platform()
+    platform = None if _on_cpu else started_platform()
     if platform == "cpu":
         _on_cpu = True
     elif platform is not None:
