@@ -79,19 +79,29 @@ LINUX_ONLY = pytest.mark.skipif(
 
 
 @pytest.mark.parametrize(
-    ("signum", "fork"),
+    ("signum", "fork", "stopped"),
     [
-        (signal.SIGKILL, False),
-        (signal.SIGTERM, False),
-        pytest.param(signal.SIGKILL, True, marks=LINUX_ONLY),
+        (signal.SIGKILL, False, None),
+        (signal.SIGTERM, False, None),
+        pytest.param(signal.SIGKILL, True, None, marks=LINUX_ONLY),
+        pytest.param(signal.SIGTERM, False, 0, marks=LINUX_ONLY),
+        pytest.param(signal.SIGTERM, False, 1, marks=LINUX_ONLY),
     ],
-    ids=["SIGKILL", "SIGTERM", "SIGKILL-pipe-held-by-a-fork"],
+    ids=[
+        "SIGKILL",
+        "SIGTERM",
+        "SIGKILL-pipe-held-by-a-fork",
+        "SIGTERM-coordinator-stopped",
+        "SIGTERM-process-1-stopped",
+    ],
 )
 def test_a_killed_launcher_takes_its_processes_and_files_along(
-    signum: signal.Signals, fork: bool, tmp_path: Path, temp_dir: Path
+    signum: signal.Signals, fork: bool, stopped: int | None, tmp_path: Path, temp_dir: Path
 ) -> None:
     # With `fork`, a forked child of the launcher keeps the pipe open, so only the
-    # parent-death signal tells the processes that their launcher is gone.
+    # parent-death signal tells the processes that their launcher is gone. A `stopped`
+    # process cannot clean up after itself, as one that JAX ends (its coordinator
+    # vanished) or one stuck in C code cannot: the other process must do it.
     ready = tmp_path / "ready"
     ready.mkdir()
     code = (
@@ -115,6 +125,8 @@ def test_a_killed_launcher_takes_its_processes_and_files_along(
         forked = [int((ready / "forked").read_text())] if fork else []
         assert len(pids) == 4  # 2 processes and a child of each
         assert len(list(temp_dir.glob("datarax-cluster-*"))) == 1
+        if stopped is not None:
+            os.kill(int((ready / f"ready-{stopped}").read_text().split()[0]), signal.SIGSTOP)
         launcher.send_signal(signum)
         launcher.wait(timeout=10)
         killed_at = time.monotonic()

@@ -12,7 +12,9 @@ is unknown and only process groups are killed.
 A worker killed by a signal takes its subreaper role along: what it orphaned then
 goes to init. So every worker also carries a mark in its environment
 (`MARK_VARIABLE`, unique to the run), which whatever it starts inherits, and `marked`
-finds each process that still carries it, wherever it now hangs in the tree.
+finds each process that still carries it, wherever it now hangs in the tree. A
+worker whose launcher died kills every marked process (`kill_marked`): a peer may
+end on its own before it cleans up (JAX ends a process whose coordinator vanished).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import ctypes
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -108,3 +111,20 @@ def kill_descendants(pid: int, rounds: int = 5) -> None:
         if not found:
             return
         kill(found)
+
+
+def kill_marked(mark: str, within_s: float = 1.0) -> None:
+    """Kills every process but this one that carries `mark`, and waits until they are gone.
+
+    The youngest go first, so the cluster's processes, which started before anything
+    they started, go last: when two of them do this at once and one kills the other,
+    the killer has already killed what both had started. Waits at most `within_s`; a
+    process forked meanwhile carries the mark and is found on the next look.
+    """
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        found = [process for process in marked(mark) if process[0] != os.getpid()]
+        if not found:
+            return
+        kill(sorted(found, key=lambda process: process[1], reverse=True))
+        time.sleep(0.01)

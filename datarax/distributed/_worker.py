@@ -7,12 +7,14 @@ Everything it prints goes to the file the launcher gave it as stdout.
 
 ``WATCH_FD`` is the read end of a pipe whose write end only the launcher holds. When
 the launcher dies (a Jupyter kernel restart kills it with SIGTERM or SIGKILL), the
-process removes ``JOB_DIR`` and kills its own process group: itself and whatever it
-started. Two signs of that death each suffice: end-of-file on the pipe, read by a
-daemon thread, and SIGHUP, which Linux sends when the launcher exits
-(``prctl(PR_SET_PDEATHSIG)``), handled when the main thread runs Python code and the
-process's parent has changed. Any other SIGHUP is ignored: the launcher stops its
-processes itself.
+process kills every process of the run (the other processes of the cluster too, and
+whatever any of them started), removes ``JOB_DIR`` and kills its own process group.
+A peer may not get to do it itself: JAX ends a process whose coordinator vanished,
+and the processes it started would be left running. Two signs of that death each
+suffice: end-of-file on the pipe, read by a daemon thread, and SIGHUP, which Linux
+sends when the launcher exits (``prctl(PR_SET_PDEATHSIG)``), handled when the main
+thread runs Python code and the process's parent has changed. Any other SIGHUP is
+ignored: the launcher stops its processes itself.
 
 On Linux the process is a child subreaper, so what its children start and orphan
 (a daemon that called ``setsid``) stays below it, where the launcher finds it; it
@@ -37,7 +39,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from datarax.distributed._descendants import become_subreaper, kill_descendants
+from datarax.distributed._descendants import (
+    MARK_VARIABLE,
+    become_subreaper,
+    kill_descendants,
+    kill_marked,
+)
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _JOB_DIR_LOCK = threading.RLock()  # re-entrant: the SIGHUP handler runs on the main thread
@@ -53,16 +60,19 @@ def _write(path: Path, data: bytes = b"") -> None:
             os.replace(partial, path)
 
 
-def _abandon(job_dir: Path) -> None:
-    """The launcher is gone: removes the job folder and kills this process's group.
+def _abandon(job_dir: Path, mark: str | None) -> None:
+    """The launcher is gone: kills the run's processes, removes the job folder, then dies.
 
-    Every process of the cluster does this, in any order: each removes the folder only
-    after its own last write to it, so the last removal leaves nothing behind.
+    Every process of the cluster does this, in any order. Each removes the folder after
+    its own last write to it and after the others are dead, so nothing is written
+    into it afterwards.
     """
     with _JOB_DIR_LOCK:
         _ABANDONED.set()
-        shutil.rmtree(job_dir, ignore_errors=True)
+        if mark is not None:
+            kill_marked(mark)
         kill_descendants(os.getpid())
+        shutil.rmtree(job_dir, ignore_errors=True)
         if os.getpgrp() == os.getpid():  # the launcher made each process a group leader
             os.killpg(os.getpid(), signal.SIGKILL)
         os._exit(1)
@@ -78,6 +88,7 @@ def _set_parent_death_signal(signum: int) -> None:
 def _die_with_launcher(job_dir: Path, watch_fd: int) -> None:
     """Makes this process, what it starts and `job_dir` go when the launcher dies."""
     launcher = os.getppid()  # if the launcher is already gone, the pipe says so
+    mark = os.environ.get(MARK_VARIABLE)  # read before the target can change it
     os.set_inheritable(watch_fd, False)
 
     def on_hangup(signum: int, frame: Any) -> None:
@@ -85,7 +96,7 @@ def _die_with_launcher(job_dir: Path, watch_fd: int) -> None:
         # while another of its threads lives, this process's parent is unchanged and
         # the launcher still holds the pipe, whose end-of-file then decides.
         if os.getppid() != launcher:
-            _abandon(job_dir)
+            _abandon(job_dir, mark)
 
     def watch() -> None:
         try:
@@ -93,7 +104,7 @@ def _die_with_launcher(job_dir: Path, watch_fd: int) -> None:
                 pass
         except OSError:  # the target closed the pipe; the SIGHUP still works
             return
-        _abandon(job_dir)
+        _abandon(job_dir, mark)
 
     signal.signal(signal.SIGHUP, on_hangup)
     _set_parent_death_signal(signal.SIGHUP)
