@@ -12,7 +12,7 @@ epoch, with no pause between them). One run of a loader:
 3. **`epochs` epochs of host work**, each timed alone: milliseconds per batch.
 4. **`epochs` epochs of host work and placement**, each timed alone: every batch is
    handed to ``place`` (``jax.device_put`` onto one device, waited for) before the
-   next is asked for.
+   next is asked for. Left out when there is no ``place``.
 
 The placed epochs come last: while placement slows the consumer, the workers run
 ahead and fill their buffers, and an unplaced epoch after that would be handed batches
@@ -55,7 +55,7 @@ def time_epochs(
     open_stream: Callable[[], Iterator[Any]],
     batches_per_epoch: int,
     epochs: int,
-    place: Callable[[Any], Any],
+    place: Callable[[Any], Any] | None = None,
     check: Callable[[Any], str] | None = None,
 ) -> EpochTimes:
     """Times one run of the loader `open_stream` opens, by the rule in this module's
@@ -71,7 +71,8 @@ def time_epochs(
         next(stream)
     try:
         times.host_ms = [_epoch(stream, batches_per_epoch, None) for _ in range(epochs)]
-        times.placed_ms = [_epoch(stream, batches_per_epoch, place) for _ in range(epochs)]
+        if place is not None:
+            times.placed_ms = [_epoch(stream, batches_per_epoch, place) for _ in range(epochs)]
     finally:
         close_stream(stream)
         del stream

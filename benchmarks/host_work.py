@@ -13,16 +13,16 @@ so that a record costs about 0.1, 0.4, 1.6 or 5 ms on one core. Candidates, each
   defaults (16 read threads), with ``ReadOptions(num_threads=2)``, and with
   ``mp_prefetch`` over 1 and 2 worker processes (left out with ``--no-grain``).
 
-Every candidate but the plain loop is built afresh for each sample and timed in its
-steady state: it runs on across epochs, and the clock starts after ``--skip`` batches
-(`SKIP`, 8, by default; 32 is the first epoch), once its processes and threads run,
-and stops after the next 4,096 records. (A pipeline kept from one sample to the next
-would not do: its workers make the next epoch's first batches while the other
-candidates run, and would hand them over for free.) Every
-candidate runs once per round in a shuffled order; the results give records per second
-per round, their median and range. Ratios (`Pipeline` at its best worker count over
-Grain at its best configuration, the most workers over workers=0) are medians of
-per-round ratios.
+Every candidate is built afresh for each sample and timed by the rule of
+`benchmarks._epoch_timing`, the same as the images case: the first epoch untimed (it
+holds the start-up of processes and threads), then ``--epochs`` (3) epochs of steady
+state, each timed alone; a sample is the median of their records per second. (A
+pipeline kept from one sample to the next would not do: its workers make the next
+epoch's first batches while the other candidates run, and would hand them over for
+free.) Every candidate runs once per round in a shuffled order; the results give
+records per second per round, their median and range, and the seconds to the first
+batch. Ratios (`Pipeline` at its best worker count over Grain at its best
+configuration, the most workers over workers=0) are medians of per-round ratios.
 
 **images**: batches of 256 x 224 x 224 x 3 uint8 (38.5 MB), cut from a source of
 ``--images`` images of 240 x 240 x 3 uint8 (a memory-mapped ``.npy`` file written to the
@@ -52,7 +52,8 @@ shuffled order, ``--rounds`` rounds (1 by default); the figures are medians over
 epochs of all rounds, with their range; a ratio between candidates is the median of the
 per-round ratios of their per-round medians.
 
-    python -m benchmarks.host_work [--rounds 3] [--costs 0.1 0.4 1.6 5] [--out DIR]
+    python -m benchmarks.host_work [--rounds 3] [--costs 0.1 0.4 1.6 5] [--epochs 3]
+        [--out DIR]
     python -m benchmarks.host_work --case images [--images 3072] [--batch-size 256]
         [--workers 0 2 4 8 12] [--stage-ms 160 | --passes P] [--epochs 3] [--out FILE.json]
 
@@ -182,7 +183,6 @@ def _passes_for(target_ms: float, data: dict[str, np.ndarray]) -> tuple[int, flo
     return passes, _per_record_s(passes, data, repeats=3) * 1e3
 
 
-SKIP = 8  # batches a loader makes before its clock starts (records case)
 WORKERS = 2  # the worker count `make bench` compares with workers=0
 COSTS_MS = (0.1, 0.4, 1.6, 5.0)
 # The two Grain configurations that were the slowest at every cost up to 1.6 ms in
@@ -196,18 +196,11 @@ def _pipeline_name(workers: int) -> str:
     return f"Pipeline workers={workers}"
 
 
-def _timed(batches: Iterator[dict[str, np.ndarray]], skip: int = 0) -> float:
-    """Records per second over one epoch's worth of batches, after `skip` batches."""
-    for _ in range(skip):
-        next(batches)
-    start, records = time.perf_counter(), 0
-    while records < RECORDS:
-        records += len(next(batches)["label"])
-    rate = records / (time.perf_counter() - start)
-    close_stream(batches)
-    del batches
-    gc.collect()
-    return rate
+def _timed(open_stream: Callable[[], Iterator[Any]], epochs: int) -> tuple[float, float]:
+    """Records per second of the stream `open_stream` opens, the median over `epochs`
+    epochs after the first, and the seconds to its first batch."""
+    times = time_epochs(open_stream, RECORDS // BATCH, epochs)
+    return statistics.median(BATCH * 1e3 / ms for ms in times.host_ms), times.first_batch_s
 
 
 def _epochs(make: Callable[[], Pipeline]) -> Iterator[Any]:
@@ -223,41 +216,42 @@ def _candidates(
     cost_ms: float,
     workers: Sequence[int],
     with_grain: bool,
-    skip: int = SKIP,
-) -> dict[str, Callable[[], float]]:
-    """Each candidate's records per second, measured afresh on every call."""
+) -> dict[str, Callable[[], Iterator[Any]]]:
+    """Each candidate as a function that opens its endless stream of batches."""
     stage = EveryRecord(augment, passes)
 
     def plain() -> Iterator[dict[str, np.ndarray]]:
-        for start in range(0, RECORDS, BATCH):
-            yield stage({k: v[start : start + BATCH] for k, v in data.items()})
+        while True:
+            for start in range(0, RECORDS, BATCH):
+                yield stage({k: v[start : start + BATCH] for k, v in data.items()})
 
-    def pipeline_run(count: int) -> float:
-        make = functools.partial(
-            Pipeline, source=data, stages=[stage], batch_size=BATCH, workers=count
+    def pipeline_stream(count: int) -> Iterator[Any]:
+        yield from _epochs(
+            functools.partial(
+                Pipeline, source=data, stages=[stage], batch_size=BATCH, workers=count
+            )
         )
-        return _timed(_epochs(make), skip=skip)
 
-    candidates: dict[str, Callable[[], float]] = {"plain loop": lambda: _timed(plain())}
+    candidates: dict[str, Callable[[], Iterator[Any]]] = {"plain loop": plain}
     for count in workers:
-        candidates[_pipeline_name(count)] = functools.partial(pipeline_run, count)
+        candidates[_pipeline_name(count)] = functools.partial(pipeline_stream, count)
     if not with_grain:
         return candidates
     repeated = (
         grain.MapDataset.source(Records(data)).map(OneRecord(augment, passes)).batch(BATCH).repeat()
     )
 
-    def grain_run(read: grain.ReadOptions | None, processes: int) -> float:
+    def grain_stream(read: grain.ReadOptions | None, processes: int) -> Iterator[Any]:
         dataset = repeated.to_iter_dataset(read)
         if processes:
             dataset = dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=processes))
-        return _timed(iter(dataset), skip=skip)
+        return iter(dataset)
 
     candidates |= {
-        "Grain default": lambda: grain_run(None, 0),
-        "Grain 2 threads": lambda: grain_run(grain.ReadOptions(num_threads=2), 0),
-        "Grain mp_prefetch 1": lambda: grain_run(None, 1),
-        "Grain mp_prefetch 2": lambda: grain_run(None, 2),
+        "Grain default": lambda: grain_stream(None, 0),
+        "Grain 2 threads": lambda: grain_stream(grain.ReadOptions(num_threads=2), 0),
+        "Grain mp_prefetch 1": lambda: grain_stream(None, 1),
+        "Grain mp_prefetch 2": lambda: grain_stream(None, 2),
     }
     if cost_ms >= SLOWEST_GRAIN_UNTIL_MS:
         for name in SLOWEST_GRAIN:
@@ -270,10 +264,10 @@ def host_work(
     rounds: int = 3,
     workers: Sequence[int] = (0, WORKERS),
     with_grain: bool = True,
-    skip: int = SKIP,
+    epochs: int = 3,
 ) -> dict[str, Any]:
     """Records per second of every candidate at every per-record cost, per round, each
-    timed after `skip` batches."""
+    the median over `epochs` epochs after the first."""
     workers = sorted(set(workers))
     flags.FLAGS.mark_as_parsed()  # Grain's multiprocessing reads absl flags
     data = _data()
@@ -283,20 +277,24 @@ def host_work(
     # working for a while after it is deleted, and would slow the measurement.
     calibrated = {cost: _passes_for(cost, data) for cost in costs_ms}
     for cost, (passes, measured_ms) in calibrated.items():
-        candidates = _candidates(data, passes, cost, workers, with_grain, skip)
+        candidates = _candidates(data, passes, cost, workers, with_grain)
         samples: dict[str, list[float]] = {name: [] for name in candidates}
+        starts: dict[str, list[float]] = {name: [] for name in candidates}
         for _ in range(rounds):
             for name in order.sample(list(candidates), len(candidates)):
-                samples[name].append(candidates[name]())
+                rate, first_batch_s = _timed(candidates[name], epochs)
+                samples[name].append(rate)
+                starts[name].append(first_batch_s)
         del candidates
         gc.collect()
-        cases.append(_summary(cost, passes, measured_ms, samples, workers))
+        case = _summary(cost, passes, measured_ms, samples, workers)
+        cases.append(case | {"first_batch_s": starts})
     return {
         "case": "records",
         "records": RECORDS,
         "batch_size": BATCH,
         "rounds": rounds,
-        "skip": skip,
+        "epochs": epochs,
         "workers": max(workers),
         "worker_counts": workers,
         "cores": os.cpu_count(),
@@ -355,7 +353,8 @@ def print_results(results: dict[str, Any]) -> None:
             rates = case["records_per_s"][name]
             print(
                 f"    {name:<22} {statistics.median(rates):>8,.0f}  "
-                f"({min(rates):,.0f}-{max(rates):,.0f})"
+                f"({min(rates):,.0f}-{max(rates):,.0f}), first batch "
+                f"{statistics.median(case['first_batch_s'][name]):.2f} s"
             )
         ratios = []
         if "pipeline_over_best_grain" in case:
@@ -861,9 +860,6 @@ def main() -> None:
     )
     parser.add_argument("--no-grain", action="store_true", help="leave Grain out")
     parser.add_argument("--rounds", type=int, help="records: 3; images: 1")
-    parser.add_argument(
-        "--skip", type=int, default=SKIP, help=f"records: batches before the clock ({SKIP})"
-    )
     parser.add_argument("--costs", type=float, nargs="+", default=list(COSTS_MS))
     parser.add_argument("--images", type=int, default=IMAGES)
     parser.add_argument("--batch-size", type=int, default=IMAGE_BATCH)
@@ -904,7 +900,7 @@ def main() -> None:
             args.rounds or 3,
             args.workers or (0, WORKERS),
             not args.no_grain,
-            args.skip,
+            args.epochs,
         )
         results["load_average"] = os.getloadavg()
         print_results(results)

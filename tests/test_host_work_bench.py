@@ -1,5 +1,5 @@
-"""The host-work benchmark's images case keeps working: its timing rule counts what it
-says, and a tiny run of every candidate writes the results it promises."""
+"""The host-work benchmark keeps working: its timing rule counts what it says, and a
+tiny run of each case, every candidate in it, writes the results it promises."""
 
 from __future__ import annotations
 
@@ -35,6 +35,33 @@ def test_the_clock_starts_after_the_first_epoch_and_placed_epochs_come_last() ->
     assert made == list(range(3 + 2 * 3 + 2 * 3))  # the first epoch, then 2 + 2 timed
     assert placed == list(range(9, 15))  # only the last two epochs' batches
     assert closed == [True]  # the stream is closed: a loader's processes stop
+
+
+def test_without_place_only_host_epochs_are_timed() -> None:
+    times = time_epochs(lambda: iter(range(1000)), batches_per_epoch=4, epochs=3)
+
+    assert len(times.host_ms) == 3 and times.placed_ms == []
+
+
+def test_a_tiny_records_run_times_every_candidate_by_epochs(tmp_path: Path) -> None:
+    out = tmp_path / "records.json"
+    command = [sys.executable, "-m", "benchmarks.host_work", "--costs", "0.01"]
+    command += ["--workers", "0", "1", "--rounds", "1", "--epochs", "2", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    results = json.loads(out.read_text())
+    assert results["epochs"] == 2 and results["rounds"] == 1
+    [case] = results["cases"]
+    names = {"plain loop", "Pipeline workers=0", "Pipeline workers=1"}
+    names |= {"Grain default", "Grain 2 threads", "Grain mp_prefetch 1", "Grain mp_prefetch 2"}
+    assert set(case["records_per_s"]) == set(case["first_batch_s"]) == names
+    for name in names:
+        [rate], [first_batch_s] = case["records_per_s"][name], case["first_batch_s"][name]
+        assert rate > 0 and first_batch_s > 0
+    assert case["workers_over_none"] > 0 and case["pipeline_over_best_grain"] > 0
+    assert "| ms per record (measured) | plain loop |" in done.stdout  # the markdown table
 
 
 def test_a_tiny_images_run_measures_every_candidate(tmp_path: Path) -> None:
