@@ -7,8 +7,8 @@ Everything it prints goes to the file the launcher gave it as stdout.
 
 ``WATCH_FD`` is the read end of a pipe whose write end only the launcher holds. When
 the launcher dies (a Jupyter kernel restart kills it with SIGTERM or SIGKILL), the
-process kills every process of the run (the other processes of the cluster too, and
-whatever any of them started), removes ``JOB_DIR`` and kills its own process group.
+process removes ``JOB_DIR``, kills every process of the run (the other processes of
+the cluster too, and whatever any of them started) and then its own process group.
 A peer may not get to do it itself: JAX ends a process whose coordinator vanished,
 and the processes it started would be left running. Two signs of that death each
 suffice: end-of-file on the pipe, read by a daemon thread, and SIGHUP, which Linux
@@ -61,14 +61,16 @@ def _write(path: Path, data: bytes = b"") -> None:
 
 
 def _abandon(job_dir: Path, mark: str | None) -> None:
-    """The launcher is gone: kills the run's processes, removes the job folder, then dies.
+    """The launcher is gone: removes the job folder, kills the run's processes, then dies.
 
-    Every process of the cluster does this, in any order. Each removes the folder after
-    its own last write to it and after the others are dead, so nothing is written
-    into it afterwards.
+    Every process of the cluster does this, in any order. The folder goes first, after
+    this process's last write to it: killing a peer may end this process (JAX ends a
+    process whose coordinator is gone). Once the peers are dead it goes again, in case
+    one was writing into it meanwhile.
     """
     with _JOB_DIR_LOCK:
         _ABANDONED.set()
+        shutil.rmtree(job_dir, ignore_errors=True)
         if mark is not None:
             kill_marked(mark)
         kill_descendants(os.getpid())
