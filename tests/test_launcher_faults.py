@@ -108,6 +108,20 @@ def test_a_killed_process_outranks_a_peer_whose_exit_was_seen_first() -> None:
     assert culprit == 0
 
 
+def test_a_process_that_left_early_outranks_a_peer_whose_exit_was_seen_first() -> None:
+    # Process 0 left with code 0 before its target returned (os._exit); process 1 then
+    # failed in a collective (jax 0.7 exits with code 1) and, under load, was seen first.
+    for order in ([1, 0], [0, 1]):
+        culprit, message = report(
+            1, "", [0, 1], [None, None], ["", "reset by peer"], ["joined", "joined"], order
+        )
+        assert culprit == 0
+        assert message.startswith("Process 0 of 2 exited with code 0 before its target")
+    # A process killed by a signal still comes first.
+    culprit, _ = report(1, "", [0, -9], [None, None], ["", ""], ["joined", "joined"], [0, 1])
+    assert culprit == 1
+
+
 def test_results_are_kept_when_a_hook_hangs_after_the_target_returned() -> None:
     started = time.monotonic()
     runs = launch_local(

@@ -122,11 +122,15 @@ def _culprit(
     if "joined" not in stages and never_started:
         return never_started[0]
     if first is not None and not _returned(records[first]):
-        # A process killed by a signal is the cause of its peers' errors, not their
-        # consequence, even when, under load, a peer's exit was seen first.
+        # A process killed by a signal, or one that exited with code 0 before returning
+        # (JAX never ends a process whose peer is gone that way), is the cause of its
+        # peers' errors, not their consequence, even when, under load, a peer's exit
+        # was seen first.
         ranked = [*exit_order, *range(len(codes))]
-        killed = [i for i in ranked if killed_from_outside(codes[i]) and not _returned(records[i])]
-        return killed[0] if killed else first
+        unreturned = [i for i in ranked if not _returned(records[i])]
+        killed = [i for i in unreturned if killed_from_outside(codes[i])]
+        left_early = [i for i in unreturned if codes[i] == 0]
+        return (killed or left_early or [first])[0]
     # A time-out, or the first process to fail had returned and then gave up waiting
     # for the others at shutdown: blame the first whose target never returned.
     unfinished = [i for i in range(len(codes)) if not _returned(records[i])]
@@ -162,10 +166,11 @@ def report(
     how far each got: 'starting', 'joining' (inside jax.distributed.initialize) or
     'joined'; `exit_order` lists the processes in the order their exits were seen. A
     process that never reached initialize is blamed before the processes that then
-    timed out waiting for it; a process killed by a signal other than SIGABRT before
-    those that then raised, exited with an error or aborted (the first such one seen,
-    when several were); and a process whose target never returned before one that
-    returned and then gave up waiting for it.
+    timed out waiting for it; a process killed by a signal other than SIGABRT, then one
+    that exited with code 0 before its target returned, before those that then raised,
+    exited with an error or aborted (the first such one seen, when several were); and a
+    process whose target never returned before one that returned and then gave up
+    waiting for it.
     """
     count = len(codes)
     culprit = _culprit(first, codes, records, stages, exit_order)
