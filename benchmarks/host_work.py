@@ -280,11 +280,17 @@ def host_work(
         candidates = _candidates(data, passes, cost, workers, with_grain)
         samples: dict[str, list[float]] = {name: [] for name in candidates}
         starts: dict[str, list[float]] = {name: [] for name in candidates}
-        for _ in range(rounds):
+        for round_ in range(1, rounds + 1):
             for name in order.sample(list(candidates), len(candidates)):
                 rate, first_batch_s = _timed(candidates[name], epochs)
                 samples[name].append(rate)
                 starts[name].append(first_batch_s)
+                # As it goes, so that a run cut short still shows what it measured.
+                print(
+                    f"  {cost:g} ms, round {round_}/{rounds}: {name}: {rate:,.0f} records/s,"
+                    f" first batch {first_batch_s:.2f} s",
+                    flush=True,
+                )
         del candidates
         gc.collect()
         case = _summary(cost, passes, measured_ms, samples, workers)

@@ -60,6 +60,7 @@ def test_a_tiny_records_run_times_every_candidate_by_epochs(tmp_path: Path) -> N
     for name in names:
         [rate], [first_batch_s] = case["records_per_s"][name], case["first_batch_s"][name]
         assert rate > 0 and first_batch_s > 0
+        assert f"round 1/1: {name}: " in done.stdout  # printed as soon as it is measured
     assert case["workers_over_none"] > 0 and case["pipeline_over_best_grain"] > 0
     assert "| ms per record (measured) | plain loop |" in done.stdout  # the markdown table
 
