@@ -203,9 +203,10 @@ def _timed(open_stream: Callable[[], Iterator[Any]], epochs: int) -> tuple[float
     return statistics.median(BATCH * 1e3 / ms for ms in times.host_ms), times.first_batch_s
 
 
-def _epochs(make: Callable[[], Pipeline]) -> Iterator[Any]:
-    """The batches of the pipeline `make` builds, epoch after epoch, without end."""
-    pipeline = make()
+def _epochs(**options: Any) -> Iterator[Any]:
+    """The batches of `Pipeline(**options)`, built at the first batch, epoch after epoch,
+    without end."""
+    pipeline = Pipeline(**options)
     while True:
         yield from pipeline
 
@@ -225,16 +226,11 @@ def _candidates(
             for start in range(0, RECORDS, BATCH):
                 yield stage({k: v[start : start + BATCH] for k, v in data.items()})
 
-    def pipeline_stream(count: int) -> Iterator[Any]:
-        yield from _epochs(
-            functools.partial(
-                Pipeline, source=data, stages=[stage], batch_size=BATCH, workers=count
-            )
-        )
-
     candidates: dict[str, Callable[[], Iterator[Any]]] = {"plain loop": plain}
     for count in workers:
-        candidates[_pipeline_name(count)] = functools.partial(pipeline_stream, count)
+        candidates[_pipeline_name(count)] = functools.partial(
+            _epochs, source=data, stages=[stage], batch_size=BATCH, workers=count
+        )
     if not with_grain:
         return candidates
     repeated = (
@@ -506,14 +502,11 @@ def _image_passes(target_ms: float, batch: dict[str, np.ndarray]) -> tuple[int, 
 
 def _pipeline_stream(path: str, passes: int, batch_size: int, workers: int) -> Iterator[Any]:
     """`Pipeline` over the image file, with `workers` processes, epoch after epoch."""
-    yield from _epochs(
-        functools.partial(
-            Pipeline,
-            source=ImageFile(path),
-            stages=[EveryRecord(crop_flip, passes)],
-            batch_size=batch_size,
-            workers=workers,
-        )
+    return _epochs(
+        source=ImageFile(path),
+        stages=[EveryRecord(crop_flip, passes)],
+        batch_size=batch_size,
+        workers=workers,
     )
 
 
