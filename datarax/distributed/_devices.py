@@ -22,7 +22,7 @@ from typing import Any
 import jax
 
 from datarax._compat import backends_started
-from datarax.sharding._checks import check_int, check_str
+from datarax._validate import check_int, check_str
 
 MAX_SIMULATED = 4096  # JAX takes ~2.5 s to start 4096 CPU devices, and minutes for 10^5
 _ACCELERATORS = ("tpu", "gpu")

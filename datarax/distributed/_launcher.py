@@ -31,6 +31,7 @@ from typing import Any
 from datarax.distributed import _args, _descendants
 from datarax.distributed._report import read_output, read_record, report, without_gloo_lines
 from datarax.distributed._watch import Workers, stage, stop, watch
+from datarax.errors import ClusterError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,22 +41,6 @@ class ProcessResult:
     process_index: int
     value: Any
     output: str
-
-
-class ClusterError(RuntimeError):
-    """A process of a local cluster failed; `process_index` names the first one.
-
-    Attributes:
-        process_index: the process to blame: the first that failed, or after a
-            time-out the first whose target had not returned.
-        outputs: every process's output, in process order; of a longer output only
-            the last 64 KiB, after a line saying how much was left out.
-    """
-
-    def __init__(self, message: str, process_index: int | None, outputs: Sequence[str]):
-        super().__init__(message)
-        self.process_index = process_index
-        self.outputs = list(outputs)
 
 
 def free_port() -> int:

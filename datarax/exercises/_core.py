@@ -38,6 +38,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from datarax._validate import check_bool, check_int, check_str
 from datarax.exercises._answers import Unreplayable, outcome
 from datarax.exercises._feedback import (
     AnswerRaised,
@@ -50,7 +51,6 @@ from datarax.exercises._feedback import (
     wrong,
 )
 from datarax.exercises._values import whole
-from datarax.sharding._checks import check_bool, check_int, check_str
 
 Checker = Callable[[Any], Feedback]
 _Function = TypeVar("_Function", bound=Callable[..., Any])

@@ -6,8 +6,8 @@ global batch on every host. `prefetch_to_device` places the next batches in the
 background, and `Checkpoints` saves a pipeline's position beside the model's state.
 """
 
+from datarax.errors import CheckpointSaveError as CheckpointSaveError
 from datarax.pipeline._checkpoint import Checkpoints as Checkpoints
-from datarax.pipeline._checkpoint import CheckpointSaveError as CheckpointSaveError
 from datarax.pipeline._pipeline import Pipeline as Pipeline
 from datarax.pipeline._prefetch import DevicePrefetcher as DevicePrefetcher
 from datarax.pipeline._prefetch import prefetch_to_device as prefetch_to_device

@@ -36,8 +36,9 @@ from typing import Any, Protocol
 import jax
 
 from datarax._extras import require
+from datarax._validate import check_int
+from datarax.errors import CheckpointSaveError
 from datarax.pipeline._state import check_pipeline_state
-from datarax.sharding._checks import check_int
 from datarax.sharding._exchange import exchange
 
 try:
@@ -56,19 +57,6 @@ class HasState(Protocol):
     """A `Pipeline`, or a `DevicePrefetcher` over one: anything with get/set state."""
 
     def get_state(self) -> Any: ...
-
-
-class CheckpointSaveError(OSError):
-    """A save failed; the steps saved before it are still listed and restorable.
-
-    Attributes:
-        step: the step that was being saved.
-        folder: its temporary folder, removed again.
-    """
-
-    def __init__(self, message: str, step: int, folder: str):
-        super().__init__(message)
-        self.step, self.folder = step, folder
 
 
 def _directory(directory: Any) -> str:

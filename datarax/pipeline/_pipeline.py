@@ -35,13 +35,14 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Sharding
 
+from datarax._validate import check_bool, check_int
 from datarax.pipeline._agreement import agree, agree_on_batches_left
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, Rows, read_rows
 from datarax.pipeline._state import check_pipeline_state
 from datarax.pipeline._worker_checks import leave_if_importing_main
 from datarax.pipeline._workers import HostWorkers, pickled_for_workers
-from datarax.sharding._checks import check_bool, check_int, check_sharding_type
+from datarax.sharding._checks import check_sharding_type
 from datarax.sharding._exchange import FEEDING
 
 Batch = Any

@@ -42,14 +42,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from datarax.errors import SourceFileChangedError
+
 # How a worker maps again a file mapped in each mode here; "c" is absent: pickled whole.
 Mode = Literal["r", "r+"]
 _REOPENED: dict[str, Mode] = {"r": "r", "r+": "r+", "w+": "r+"}
 Stamp = tuple[int, int, int | None]  # (size, inode, modification time in ns or None)
-
-
-class SourceFileChangedError(RuntimeError):
-    """A file a pipeline's source maps changed after the pipeline was built."""
 
 
 def dumps_for_workers(obj: Any, protocol: int) -> bytes:
@@ -149,7 +147,8 @@ def _changed(path: str | os.PathLike[str], why: str) -> SourceFileChangedError:
     return SourceFileChangedError(
         f"The pipeline's source maps the file {path}, which is no longer as it was when "
         f"the pipeline was built: {why}. Its worker processes would read other data than "
-        "this process does; build a new Pipeline over the file as it is now."
+        "this process does; build a new Pipeline over the file as it is now.",
+        path=os.fspath(path),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from datarax.sharding._checks import check_int
+from datarax._validate import check_int
 
 STATE_KEYS = ("epoch", "batch_index", "batch_size", "source_length", "seed")
 

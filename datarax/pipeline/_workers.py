@@ -186,7 +186,7 @@ def _make_batch(rows: Rows, slot: Lent | None) -> Answer:
     from datarax.pipeline._pipeline import call_stage, stop_iteration_error
 
     if _unusable is not None:
-        raise SourceFileChangedError(*_unusable.args)
+        raise SourceFileChangedError(*_unusable.args, path=_unusable.path)
     assert _work is not None, "the worker was not started by _start_worker"
     source, stages = _work
     check_jax_in_worker(AT_START)

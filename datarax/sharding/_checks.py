@@ -1,8 +1,9 @@
-"""Every validation of the library and its error text, in one place.
+"""The checks of leaves and shardings, and their error text, in one place.
 
-Arguments (ints, numbers, strings, bools, mappings, shapes, process indices), leaves
-(names, kinds, dtypes, row counts) and shardings (type, devices, spec against mesh and
-shape) are checked here, so that one rule has one wording wherever it applies.
+Leaves (names, kinds, dtypes, row counts) and shardings (type, devices, spec against
+mesh and shape) are checked here, so that one rule has one wording wherever it applies;
+each raises a typed error of `datarax.errors` naming the leaf. Plain arguments (ints,
+strings, shapes) are checked by `datarax._validate`, which needs no JAX.
 """
 
 from __future__ import annotations
@@ -10,185 +11,23 @@ from __future__ import annotations
 import collections
 import collections.abc
 import math
-import numbers
-import sys
 from collections.abc import Sequence
-from typing import Any, TypeGuard
+from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 from datarax._caches import cached
+from datarax.errors import (
+    LeafShapeError,
+    LeafTypeError,
+    LeafValueError,
+    MeshError,
+    RowCountError,
+)
 
 _SCALAR_TYPES = (bool, int, float, complex, np.generic)
-
-
-def check_int(
-    name: str, value: Any, *, minimum: int = 1, maximum: int | None = None, meaning: str = ""
-) -> int:
-    """Returns `value` as an int when it is an integer in [minimum, maximum].
-
-    Bools are not ints here; numpy integers are.
-
-    Raises:
-        TypeError: `value` is not an integer.
-        ValueError: `value` is outside the range.
-
-    Example:
-        >>> check_int("batch_size", np.int64(4))
-        4
-    """
-    allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-    what = f"{name} must be an int {allowed}" + (f" ({meaning})" if meaning else "")
-    if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what}, got {type(value).__name__}: {value!r:.100}.")
-    number = int(value)
-    if number < minimum or (maximum is not None and number > maximum):
-        raise ValueError(f"{what}, got {value!r}.")
-    return number
-
-
-def check_bool(name: str, value: Any) -> bool:
-    """Returns `value` when it is a bool; ``"no"`` or 0 are not accepted as False.
-
-    Example:
-        >>> check_bool("shuffle", True)
-        True
-    """
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__}: {value!r}.")
-    return bool(value)
-
-
-def check_number(
-    name: str,
-    value: Any,
-    *,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    meaning: str = "",
-) -> float:
-    """Returns `value` as a float when it is a real number in [minimum, maximum].
-
-    Without bounds any finite number is taken; NaN and infinity never are, and bools
-    are not numbers here.
-
-    Raises:
-        TypeError: `value` is not a real number.
-        ValueError: `value` is outside the range, NaN or infinite.
-
-    Example:
-        >>> check_number("width", 8, minimum=2, maximum=40, meaning="inches")
-        8.0
-    """
-    bounded = minimum is not None and maximum is not None
-    allowed = f" in [{minimum:g}, {maximum:g}]" if bounded else ""
-    what = f"{name} must be a {'' if bounded else 'finite '}number"
-    what += (f" of {meaning}" if meaning else "") + allowed
-    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what}, got {type(value).__name__}: {value!r:.100}.")
-    low = -sys.float_info.max if minimum is None else minimum
-    high = sys.float_info.max if maximum is None else maximum
-    number: Any = value  # compared before float(), which overflows on huge ints
-    if not low <= number <= high:  # False for NaN
-        raise ValueError(f"{what}, got {value!r:.100}.")
-    return float(value)
-
-
-def check_str(
-    name: str, value: Any, *, choices: Sequence[str] = (), optional: bool = False
-) -> str | None:
-    """Returns `value` when it is a string (one of `choices`, when given), or None when
-    `optional` allows it.
-
-    Example:
-        >>> check_str("unit", "ms", choices=("ms", "s"))
-        'ms'
-    """
-    if value is None and optional:
-        return None
-    if choices:
-        listed = ", ".join(map(repr, choices[:-1])) + f" or {choices[-1]!r}"
-        what = f"{name} must be {listed if len(choices) > 1 else repr(choices[0])}"
-    else:
-        what = f"{name} must be a string"
-    what += " or None" if optional else ""
-    if not isinstance(value, str):
-        raise TypeError(f"{what}, got {type(value).__name__}: {value!r:.100}.")
-    if choices and value not in choices:
-        raise ValueError(f"{what}, got {value!r:.100}.")
-    return value
-
-
-def check_strings(name: str, value: Any) -> tuple[str, ...]:
-    """Returns `value` as a tuple when it is a non-empty list or tuple of strings.
-
-    Example:
-        >>> check_strings("lanes", ["input", "step"])
-        ('input', 'step')
-    """
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise TypeError(
-            f"{name} must be a list or tuple of strings, got {type(value).__name__}: "
-            f"{value!r:.100}; e.g. {name}=['a', 'b']."
-        )
-    if not value:
-        raise ValueError(f"{name} must hold at least one string, got {value!r}.")
-    for number, item in enumerate(value):
-        check_str(f"{name}[{number}]", item)
-    return tuple(value)
-
-
-def check_mapping(name: str, value: Any, form: str) -> collections.abc.Mapping[Any, Any]:
-    """Returns `value` when it is a non-empty mapping; `form` shows the one expected.
-
-    Example:
-        >>> check_mapping("strips", {"a": [0]}, "{label: owner of each row}")
-        {'a': [0]}
-    """
-    if not isinstance(value, collections.abc.Mapping) or not value:
-        raise TypeError(
-            f"{name} must be a non-empty mapping {form}, got {type(value).__name__}: "
-            f"{value!r:.100}."
-        )
-    return value
-
-
-def is_sequence(value: Any) -> TypeGuard[Sequence[Any]]:
-    """Whether `value` is a list, tuple or other `Sequence` that is not text.
-
-    Example:
-        >>> is_sequence([1, 2]), is_sequence("12"), is_sequence(b"12")
-        (True, False, False)
-    """
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-
-
-def check_shape(name: str, value: Any) -> tuple[int, ...]:
-    """Returns `value` as a tuple of ints >= 0 (an array's shape).
-
-    Example:
-        >>> check_shape("global_shape", [16, np.int64(3)])
-        (16, 3)
-    """
-    if not is_sequence(value):
-        raise TypeError(
-            f"{name} must be a tuple of ints, one size per dimension, got "
-            f"{type(value).__name__}: {value!r:.100}; e.g. {name}=(16, 3)."
-        )
-    return tuple(check_int(f"{name}[{dim}]", size, minimum=0) for dim, size in enumerate(value))
-
-
-def check_process(process_index: Any, process_count: Any) -> tuple[int, int]:
-    """Returns ``(index, count)`` after checking that ``0 <= index < count``."""
-    count = check_int("process_count", process_count)
-    index = check_int("process_index", process_index, minimum=0)
-    if index >= count:
-        raise ValueError(
-            f"process_index must be in [0, {count - 1}] for process_count={count}, got {index}."
-        )
-    return index, count
 
 
 def leaf_name(path: Sequence[Any], root: str = "batch") -> str:
@@ -216,7 +55,7 @@ def check_keys_sortable(tree: Any, root: str = "batch") -> None:
     Example:
         >>> check_keys_sortable({"image": {"a": 1, 2: 3}})
         Traceback (most recent call last):
-        TypeError: batch['image'] is a dict with keys of different types (int, str): ...
+        datarax.errors.LeafTypeError: batch['image'] is a dict with keys of different types (int, str): ...
     """
     found = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_unsortable)[0]
     for path, node in found:
@@ -225,10 +64,11 @@ def check_keys_sortable(tree: Any, root: str = "batch") -> None:
             what = f"with keys of different types ({', '.join(kinds)})"
             if len(kinds) == 1:
                 what = f"whose {kinds[0]} keys cannot be compared with each other"
-            raise TypeError(
+            raise LeafTypeError(
                 f"{leaf_name(path, root)} is a dict {what}: {list(node)!r:.100}. "
                 "JAX orders dict entries by key, so use keys of one type that compare, e.g. "
-                "all strings."
+                "all strings.",
+                leaf=leaf_name(path, root),
             )
 
 
@@ -286,7 +126,7 @@ def check_devices_known(sharding: Sharding) -> None:
     known = set(jax.devices())
     unknown = sorted((d for d in sharding.device_set if d not in known), key=lambda d: d.id)
     if unknown:
-        raise ValueError(
+        raise MeshError(
             f"The sharding uses {len(unknown)} device(s) that jax.devices() does not list, "
             f"e.g. {unknown[0]!r}. Build the mesh from jax.devices() (for example with "
             "jax.make_mesh), not from another backend's or an earlier runtime's devices."
@@ -313,13 +153,13 @@ def check_spec_against_mesh(spec: PartitionSpec, mesh_shape: dict[str, int]) -> 
     for entry in spec:
         for name in spec_axis_names(entry):
             if name not in mesh_shape:
-                raise ValueError(
+                raise MeshError(
                     f"PartitionSpec {spec} names mesh axis {name!r}, but the mesh has "
                     f"axes {dict(mesh_shape)}. Use one of {tuple(mesh_shape)} or build "
                     "the mesh with that axis name."
                 )
             if name in seen:
-                raise ValueError(
+                raise MeshError(
                     f"PartitionSpec {spec} uses mesh axis {name!r} more than once; each "
                     "mesh axis can shard at most one array dimension."
                 )
@@ -364,10 +204,11 @@ def _device_accepts(dtype: np.dtype, device: Any) -> bool:
 def check_not_deleted(name: str, leaf: Any) -> None:
     """Raises TypeError when `leaf` is a jax.Array that was deleted or donated."""
     if isinstance(leaf, jax.Array) and leaf.is_deleted():
-        raise TypeError(
+        raise LeafTypeError(
             f"{name} is a jax.Array that has been deleted or donated (shape {leaf.shape}), "
             "so it holds no data any more. Pass the array a jitted step returned instead "
-            "of one it consumed with donate_argnums, or keep a copy."
+            "of one it consumed with donate_argnums, or keep a copy.",
+            leaf=name,
         )
 
 
@@ -375,10 +216,11 @@ def _check_python_int(name: str, leaf: int) -> None:
     dtype = jax.dtypes.canonicalize_dtype(np.int64)
     info = np.iinfo(dtype)
     if not info.min <= leaf <= info.max:
-        raise ValueError(
+        raise LeafValueError(
             f"{name} is the python int {leaf}, which does not fit JAX's default integer "
             f"type {dtype} ([{info.min}, {info.max}]). Pass it as a float, or as a numpy "
-            "int64 array with jax_enable_x64 on, or split it into smaller numbers."
+            "int64 array with jax_enable_x64 on, or split it into smaller numbers.",
+            leaf=name,
         )
 
 
@@ -394,13 +236,14 @@ def check_known_container(name: str, leaf: Any) -> None:
         >>> check_known_container("data", types.MappingProxyType({"x": 1}))
         Traceback (most recent call last):
         ...
-        TypeError: data is a mappingproxy, a container jax.tree_util does not know...
+        datarax.errors.LeafTypeError: data is a mappingproxy, a container jax.tree_util does not know...
     """
     if isinstance(leaf, (collections.abc.Mapping, collections.abc.Set)):
-        raise TypeError(
+        raise LeafTypeError(
             f"{name} is a {type(leaf).__name__}, a container jax.tree_util does not know, "
             "so JAX would take it whole as one leaf. Pass a dict (e.g. dict(...)) or a "
-            "list, or register the type with jax.tree_util.register_pytree_node."
+            "list, or register the type with jax.tree_util.register_pytree_node.",
+            leaf=name,
         )
 
 
@@ -413,10 +256,11 @@ def check_leaf_kind(name: str, leaf: Any, device: Any = None) -> None:
     lacks and deleted arrays do not.
     """
     if isinstance(leaf, (str, bytes)):
-        raise TypeError(
+        raise LeafTypeError(
             f"{name} is a {type(leaf).__name__} ({leaf!r:.40}); only numeric arrays and "
             "scalars can be placed on devices. Encode text as integer ids on the host, "
-            "or remove the leaf from the batch before sharding."
+            "or remove the leaf from the batch before sharding.",
+            leaf=name,
         )
     check_not_deleted(name, leaf)
     check_known_container(name, leaf)
@@ -435,18 +279,20 @@ def check_leaf_kind(name: str, leaf: Any, device: Any = None) -> None:
                 fix = "Convert it to native byte order first (x.astype(x.dtype.newbyteorder('='))"
             elif dtype == np.longdouble:
                 fix = "Convert it to float64 or float32 first"
-            raise TypeError(
+            raise LeafTypeError(
                 f"{name} has dtype {dtype} (shape {np.shape(leaf)}), which {where}. "
-                f"{fix}, or remove it from the batch."
+                f"{fix}, or remove it from the batch.",
+                leaf=name,
             )
         return
     if isinstance(leaf, int) and not isinstance(leaf, bool):
         _check_python_int(name, leaf)
     if not isinstance(leaf, _SCALAR_TYPES):
-        raise TypeError(
+        raise LeafTypeError(
             f"{name} is a {type(leaf).__name__}, which is neither an array nor a "
             "number. A batch is a pytree (dicts, lists, tuples) whose leaves are numpy "
-            "arrays, jax arrays or python numbers."
+            "arrays, jax arrays or python numbers.",
+            leaf=name,
         )
 
 
@@ -454,9 +300,10 @@ def check_rows_agree(rows: Sequence[tuple[str, int]]) -> None:
     """Raises ValueError when the named leaves differ in their number of rows."""
     if len({count for _, count in rows}) > 1:
         listed = ", ".join(f"{name} has {count} rows" for name, count in rows)
-        raise ValueError(
+        raise RowCountError(
             f"The leaves differ in their number of rows: {listed}. Every leaf needs one "
-            "row per example; slice or pad them to the same number of rows."
+            "row per example; slice or pad them to the same number of rows.",
+            rows=dict(rows),
         )
 
 
@@ -472,10 +319,13 @@ def named_leaf_sharding(
     if not shape:
         return NamedSharding(sharding.mesh, PartitionSpec())
     if len(spec) > len(shape):
-        raise ValueError(
+        raise LeafShapeError(
             f"{name} has shape {shape} (rank {len(shape)}), but the PartitionSpec {spec} "
             f"has {len(spec)} entries. Use a spec with at most {len(shape)} entries "
-            f"(trailing dimensions are replicated when left out), or reshape {name}."
+            f"(trailing dimensions are replicated when left out), or reshape {name}.",
+            leaf=name,
+            shape=shape,
+            dim=len(shape),
         )
     try:
         sharding.shard_shape(shape)
@@ -486,9 +336,14 @@ def named_leaf_sharding(
             size = math.prod(mesh_shape[n] for n in names)
             if shape[dim] % size:
                 what = f"{shape[dim]} rows" if dim == 0 else f"size {shape[dim]} in dimension {dim}"
-                raise ValueError(
+                raise LeafShapeError(
                     f"{name} has {what} (shape {shape}), which cannot be split evenly over "
-                    f"{describe_axes(names)} ({size} devices). " + ways_out(dim, size)
+                    f"{describe_axes(names)} ({size} devices). " + ways_out(dim, size),
+                    leaf=name,
+                    shape=shape,
+                    dim=dim,
+                    axes=names,
+                    parts=size,
                 ) from None
         raise
     return sharding
@@ -523,8 +378,11 @@ def leaf_shardings(batch: Any, sharding: Sharding) -> tuple[Sharding, ...]:
         try:
             sharding.shard_shape(shape)
         except ValueError as error:
-            raise ValueError(
-                f"{name} (shape {shape}) cannot be placed with {sharding}: {error}"
+            raise LeafShapeError(
+                f"{name} (shape {shape}) cannot be placed with {sharding}: {error}",
+                leaf=name,
+                shape=shape,
+                dim=0,
             ) from None
         result.append(sharding)
     return tuple(result)

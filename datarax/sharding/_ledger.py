@@ -20,12 +20,8 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
-from datarax.sharding._checks import (
-    check_devices_known,
-    check_int,
-    check_sharding_type,
-    ways_out,
-)
+from datarax._validate import check_int
+from datarax.sharding._checks import check_devices_known, check_sharding_type, ways_out
 from datarax.sharding._placement import (
     HostOf,
     check_distinct_devices,

@@ -22,13 +22,8 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
 from datarax._caches import cached
-from datarax.sharding._checks import (
-    check_int,
-    check_shape,
-    check_sharding_type,
-    named_leaf_sharding,
-    ways_out,
-)
+from datarax._validate import check_int, check_shape
+from datarax.sharding._checks import check_sharding_type, named_leaf_sharding, ways_out
 
 Spans = tuple[tuple[int, int], ...]  # a block: (start, stop) in every dimension
 Index = tuple[slice | np.ndarray, ...]

@@ -11,8 +11,9 @@ from jax.sharding import Sharding
 
 from datarax._caches import BoundedCache
 from datarax._compat import on_auto_mesh
+from datarax._validate import check_bool
 from datarax.sharding._base import SharderModule
-from datarax.sharding._checks import check_bool, check_keys_sortable, leaf_shardings
+from datarax.sharding._checks import check_keys_sortable, leaf_shardings
 from datarax.sharding._flat_transfer import flat_shardings, place_flat
 
 _plans: BoundedCache[Sharding | list[Sharding]] = BoundedCache("placement plans", 1024)

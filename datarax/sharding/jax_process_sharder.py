@@ -26,15 +26,13 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, Sharding
 
+from datarax._validate import check_bool, check_int, check_process
 from datarax.sharding._base import AxisRules, SharderModule, SharderModuleConfig, resolve_rules
 from datarax.sharding._checks import (
-    check_bool,
     check_devices_known,
-    check_int,
     check_keys_sortable,
     check_known_container,
     check_not_deleted,
-    check_process,
     check_rows_agree,
     check_sharding_type,
     flatten_with_path,

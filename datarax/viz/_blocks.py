@@ -13,7 +13,7 @@ from typing import Any
 
 from jax.sharding import Sharding
 
-from datarax.sharding._checks import check_number, check_str
+from datarax._validate import check_number, check_str
 
 Span = tuple[int, int]
 Bounds = tuple[Span, ...]

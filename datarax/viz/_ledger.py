@@ -13,7 +13,7 @@ from jax.sharding import Mesh
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from datarax.sharding._checks import check_int
+from datarax._validate import check_int
 
 from . import _blocks, _sizes
 from ._ledger_frame import (

@@ -14,13 +14,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from datarax.sharding._checks import (
-    check_int,
-    check_mapping,
-    check_not_deleted,
-    check_number,
-    check_str,
-)
+from datarax._validate import check_int, check_mapping, check_number, check_str
+from datarax.sharding._checks import check_not_deleted
 
 from . import _blocks
 from ._palette import COPIES_HATCH, DEVICE_PALETTE, HOST_PALETTE, hatch_color

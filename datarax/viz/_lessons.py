@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from datarax.sharding._checks import check_int, check_mapping, check_str, check_strings
+from datarax._validate import check_int, check_mapping, check_str, check_strings
 from datarax.sharding._ledger import RowLedger
 
 from . import _blocks

@@ -16,7 +16,7 @@ from typing import Any
 
 from matplotlib.colors import is_color_like, to_hex, to_rgb
 
-from datarax.sharding._checks import check_int
+from datarax._validate import check_int
 
 # Ordered so that colours next to each other in the list, or two apart, differ most:
 # that is what sits side by side on 1-D meshes and on (n, 2), (4, 2) and (8, 8) grids.

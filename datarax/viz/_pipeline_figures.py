@@ -20,12 +20,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from datarax.sharding._checks import (
-    check_int,
-    check_mapping,
-    check_not_deleted,
-    check_str,
-)
+from datarax._validate import check_int, check_mapping, check_str
+from datarax.sharding._checks import check_not_deleted
 
 from . import _blocks
 from ._palette import device_colors, hatch_color, host_color, host_hatch, text_color

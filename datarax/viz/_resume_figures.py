@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from datarax.sharding._checks import check_int, check_mapping, check_str, is_sequence
+from datarax._validate import check_int, check_mapping, check_str, is_sequence
 
 from . import _blocks
 from ._palette import hatch_color, host_color, host_hatch, text_color

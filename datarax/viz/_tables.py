@@ -12,7 +12,8 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 from rich.table import Table
 
-from datarax.sharding._checks import check_sharding_type, check_str, flatten_with_path
+from datarax._validate import check_str
+from datarax.sharding._checks import check_sharding_type, flatten_with_path
 
 from ._blocks import compact
 

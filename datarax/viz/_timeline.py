@@ -15,13 +15,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from datarax.sharding._checks import (
-    check_mapping,
-    check_number,
-    check_str,
-    check_strings,
-    is_sequence,
-)
+from datarax._validate import check_mapping, check_number, check_str, check_strings, is_sequence
 
 from . import _blocks
 from ._palette import text_color
