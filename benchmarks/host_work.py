@@ -594,7 +594,7 @@ def _machine(device: Any) -> dict[str, Any]:
         grain_version = importlib.metadata.version("grain")
     except importlib.metadata.PackageNotFoundError:
         grain_version = None
-    shared = importlib.util.find_spec("datarax.pipeline._shared_batches") is not None
+    shared = importlib.util.find_spec("datarax.pipeline.workers._slots") is not None
     return {
         "cores": os.cpu_count(),
         "device": str(device),

@@ -26,7 +26,59 @@ def _imports(path: Path) -> set[str]:
 
 
 def _wing_imports(wing: str) -> set[str]:
-    return {name for path in (PACKAGE / wing).glob("*.py") for name in _imports(path)}
+    return {name for path in (PACKAGE / wing).rglob("*.py") for name in _imports(path)}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Each module of datarax and the modules of datarax it imports by name, wherever the
+    import statement is (a function's body too), outside ``if TYPE_CHECKING:``."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skipped = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for inner in ast.walk(node)
+        }
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    targets.add(submodule if submodule in modules else node.module)
+        graph[name] = {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import circle anywhere in the package, however long."""
+    graph, finished, path = _import_graph(), set(), []
+
+    def visit(module: str) -> None:
+        if module in path:
+            circle = [*path[path.index(module) :], module]
+            raise AssertionError("import circle: " + " -> ".join(circle))
+        if module in finished:
+            return
+        path.append(module)
+        for target in sorted(graph[module]):
+            visit(target)
+        path.pop()
+        finished.add(module)
+
+    for module in sorted(graph):
+        visit(module)
 
 
 def test_data_flows_one_way() -> None:
@@ -44,6 +96,9 @@ def test_no_module_sits_loose_at_the_root() -> None:
         "_caches.py",
         "_compat.py",
         "_extras.py",
+        "_syscompat.py",
+        "_validate.py",
+        "errors.py",
     ]
 
 

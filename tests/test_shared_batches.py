@@ -19,7 +19,7 @@ from flax import nnx
 from test_pipeline_workers import PARENT, _gone, _running, _script
 
 from datarax.pipeline import Pipeline
-from datarax.pipeline._shared_batches import Lent, Slots, WorkerSide, delete_files_of
+from datarax.pipeline.workers._slots import Lent, Slots, WorkerSide, delete_files_of
 
 IMAGES = np.arange(40 * 16 * 16 * 3, dtype=np.uint8).reshape(40, 16, 16, 3)
 
@@ -127,7 +127,7 @@ def test_the_first_batch_is_made_alone_then_batches_without_arrays_go_ahead_too(
     pipeline = Pipeline(source={"x": np.arange(64)}, stages=[as_lists], batch_size=8, workers=2)
     iterator = iter(pipeline)
     assert next(iterator) == {"x": list(range(8))}
-    workers = pipeline._host_workers
+    workers = pipeline._host._workers
     assert workers is not None and len(workers._pending) == 4  # 2 per worker in flight
     assert list(iterator) == [{"x": list(range(k, k + 8))} for k in range(8, 64, 8)]
 
@@ -167,7 +167,7 @@ def test_workers_batches_are_slot_views_equal_to_workers_0_and_kept_ones_stay() 
     for got, want in zip(kept, expected, strict=True):
         np.testing.assert_array_equal(got["image"], want["image"])
         np.testing.assert_array_equal(got["label"], want["label"])
-    workers = pipeline._host_workers
+    workers = pipeline._host._workers
     assert workers is not None
     kept_slots = len(workers._slots)
     del kept
@@ -194,7 +194,7 @@ def test_workers_start_the_next_epoch_before_this_one_ends_and_resume_exactly() 
     iterator = iter(pipeline)
     for _ in range(4):
         next(iterator)
-    workers = pipeline._host_workers
+    workers = pipeline._host._workers
     assert workers is not None
     assert {epoch for epoch, _ in workers._pending} == {0, 1}  # epoch 1's batches in flight
     state = pipeline.get_state()
@@ -237,7 +237,7 @@ def test_a_killed_parents_slot_files_are_deleted_by_its_workers(tmp_path: Path) 
 def test_a_gone_pipelines_slot_files_are_deleted() -> None:
     pipeline = _images(2)
     assert sum(1 for _ in pipeline) == 5
-    workers = pipeline._host_workers
+    workers = pipeline._host._workers
     assert workers is not None
     paths = list(workers._slots._files)
     assert paths and all(os.path.exists(path) for path in paths)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from _worker_stages import Lookup
 
+from datarax.errors import SourceFileChangedError
 from datarax.pipeline import ArraySource, Pipeline
-from datarax.pipeline._shared_sources import SourceFileChangedError, dumps_for_workers
-from datarax.pipeline._workers import pickled_for_workers
+from datarax.pipeline.workers._pickling import dumps_for_workers, pickled_for_workers
 
 ROWS = 64
 

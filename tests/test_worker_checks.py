@@ -25,8 +25,10 @@ import pytest
 from _worker_stages import scale, to_device
 from test_launcher_faults import LINUX_ONLY
 
-from datarax.pipeline import Pipeline, _worker_checks, _workers
-from datarax.pipeline._worker_checks import (
+from datarax.pipeline import Pipeline
+from datarax.pipeline.workers import _guards as _worker_checks
+from datarax.pipeline.workers import _pool as _workers
+from datarax.pipeline.workers._guards import (
     NO_MAIN_GUARD_EXIT,
     check_jax_in_worker,
     importing_main,
@@ -118,7 +120,7 @@ def test_a_script_without_the_main_guard_is_an_error_that_names_the_fix(tmp_path
     assert code != 0, (out, errors)
     assert "The pipeline's worker processes ended as they started" in errors, errors
     assert f"under `{GUARD}`" in errors and "or use workers=0" in errors, errors
-    assert "train.py" in errors.rsplit("RuntimeError:", 1)[1]  # the script is named
+    assert "train.py" in errors.rsplit("NoMainGuardError:", 1)[1]  # the script is named
     assert f"exits with code {NO_MAIN_GUARD_EXIT}" in errors  # each worker's own word
     assert "worker process died" not in errors
     assert not left, f"processes left behind: {left}"

@@ -24,7 +24,7 @@ import jax
 from jax.sharding import Sharding
 
 from datarax._validate import check_int
-from datarax.pipeline._pipeline import stop_iteration_error
+from datarax.pipeline._stages import stop_iteration_error
 from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import check_sharding_type
 from datarax.sharding._exchange import FEEDING

@@ -10,12 +10,13 @@ stage can write into the caller's data.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import jax
 import numpy as np
 
+from datarax.pipeline._stages import stop_iteration_error
 from datarax.sharding._checks import (
     check_keys_sortable,
     check_known_container,
@@ -86,6 +87,23 @@ class ArraySource:
         return jax.tree_util.tree_unflatten(self._treedef, parts)
 
 
+def as_source(source: Any) -> ArraySource | RandomAccessSource:
+    """`source` as a pipeline reads it: a dict (or other pytree) of arrays, or one array,
+    becomes an `ArraySource`; anything with ``__len__`` and ``__getitem__`` is read as it is.
+
+    Raises:
+        TypeError: `source` is neither.
+    """
+    if isinstance(source, (Mapping, np.ndarray, jax.Array)):
+        return ArraySource(source)
+    if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
+        raise TypeError(
+            f"source must be a dict of arrays or have __len__ and __getitem__, got "
+            f"{type(source).__name__}."
+        )
+    return source
+
+
 def _indices(rows: Rows, length: int) -> list[int]:
     if isinstance(rows, slice):
         return list(range(*rows.indices(length)))
@@ -138,10 +156,17 @@ def _collate(records: list[Any], indices: list[int]) -> Any:
 
 
 def read_rows(source: ArraySource | RandomAccessSource, rows: Rows) -> Any:
-    """The records `rows` of `source` as one batch of read-only arrays, in `rows` order."""
+    """The records `rows` of `source` as one batch of read-only arrays, in `rows` order.
+
+    Raises:
+        StageStopIterationError: the source's ``__getitem__`` raised StopIteration.
+    """
     if isinstance(source, ArraySource):
         return source[rows]  # read-only already
     indices = _indices(rows, len(source))
     getitems: Callable[[list[int]], Iterable[Any]] | None = getattr(source, "__getitems__", None)
-    records = list(getitems(indices)) if callable(getitems) else [source[i] for i in indices]
+    try:
+        records = list(getitems(indices)) if callable(getitems) else [source[i] for i in indices]
+    except StopIteration as error:
+        raise stop_iteration_error("the source's __getitem__", error) from error
     return jax.tree_util.tree_map(_read_only, _collate(records, indices))

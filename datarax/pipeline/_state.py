@@ -1,14 +1,17 @@
-"""The rules a pipeline state obeys, checked before it is used or saved.
+"""A pipeline's state: where iteration stands, as a small dict that JSON can hold.
 
-`check_pipeline_state` checks the form of a state on its own: exactly the keys
-`Pipeline.get_state` gives, each count a non-negative int and the seed None or a
-list of ints, and nothing that JSON cannot hold. `Pipeline.set_state` then also
-compares it with the pipeline it resumes; `Checkpoints.save` refuses a state that
-fails here before it writes or deletes anything.
+`PipelineState` is the epoch and the next batch, plus what must match on resume (batch
+size, source length, shuffle seed), and nothing about processes or devices, so a state
+saved on 2 hosts resumes on 1 or 4. `check_pipeline_state` checks the form of a state on
+its own: exactly the keys `Pipeline.get_state` gives, each count a non-negative int and
+the seed None or a list of ints. `PipelineState.check_fits` then compares it with the
+pipeline it resumes; `Checkpoints.save` refuses a state that fails the form before it
+writes or deletes anything.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from collections.abc import Mapping
 from typing import Any
@@ -16,8 +19,10 @@ from typing import Any
 import numpy as np
 
 from datarax._validate import check_int
+from datarax.errors import PipelineStateError
 
 STATE_KEYS = ("epoch", "batch_index", "batch_size", "source_length", "seed")
+_MUST_MATCH = ("batch_size", "source_length", "seed")
 
 
 def _is_int(value: Any) -> bool:
@@ -28,7 +33,7 @@ def check_pipeline_state(state: Any) -> dict[str, Any]:
     """Returns `state` as a plain dict when it has the form `Pipeline.get_state` gives.
 
     Raises:
-        ValueError: `state` is not a mapping with exactly the keys of a pipeline
+        PipelineStateError: `state` is not a mapping with exactly the keys of a pipeline
             state, a count is negative, or the seed is not None or a list of ints.
         TypeError: a count is not an int (bools and floats are not).
 
@@ -40,18 +45,69 @@ def check_pipeline_state(state: Any) -> dict[str, Any]:
     """
     if not isinstance(state, Mapping) or set(state) != set(STATE_KEYS):
         got = sorted(map(str, state)) if isinstance(state, Mapping) else type(state).__name__
-        raise ValueError(
+        raise PipelineStateError(
             f"state must be the dict get_state() returns, with keys {list(STATE_KEYS)}; got {got}."
         )
-    checked: dict[str, Any] = {
-        key: check_int(f"state[{key!r}]", state[key], minimum=0)
-        for key in ("epoch", "batch_index", "batch_size", "source_length")
-    }
+    checked: dict[str, Any] = {}
+    for key in ("epoch", "batch_index", "batch_size", "source_length"):
+        try:
+            checked[key] = check_int(f"state[{key!r}]", state[key], minimum=0)
+        except ValueError as error:
+            raise PipelineStateError(str(error), key=key) from None
     seed = state["seed"]
     if seed is not None and not (isinstance(seed, list) and all(map(_is_int, seed))):
-        raise ValueError(
+        raise PipelineStateError(
             f"state['seed'] must be None (no shuffle) or the list of ints get_state() "
-            f"gives, got {type(seed).__name__}: {seed!r:.100}."
+            f"gives, got {type(seed).__name__}: {seed!r:.100}.",
+            key="seed",
         )
     checked["seed"] = None if seed is None else [int(word) for word in seed]
     return checked
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineState:
+    """Where a pipeline stands: the next batch is `batch_index` of `epoch`."""
+
+    epoch: int
+    batch_index: int
+    batch_size: int
+    source_length: int
+    seed: tuple[int, ...] | None
+
+    @classmethod
+    def from_dict(cls, state: Any) -> PipelineState:
+        """The state of a dict `get_state` gave (checked by `check_pipeline_state`)."""
+        checked = check_pipeline_state(state)
+        seed = checked["seed"]
+        return cls(**{**checked, "seed": None if seed is None else tuple(seed)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as `Pipeline.get_state` returns it (JSON-serialisable)."""
+        as_dict = dataclasses.asdict(self)
+        as_dict["seed"] = None if self.seed is None else list(self.seed)
+        return as_dict
+
+    def check_fits(self, pipeline: PipelineState, num_batches: int) -> None:
+        """Raises unless this state can resume a pipeline whose own state is `pipeline`
+        and whose epochs have `num_batches` batches.
+
+        Raises:
+            PipelineStateError: the batch index is out of range, or the state was made by
+                a pipeline with another batch size, source length or shuffle seed.
+        """
+        if self.batch_index > num_batches:
+            raise PipelineStateError(
+                f"state['batch_index'] must be in [0, {num_batches}], got {self.batch_index}.",
+                key="batch_index",
+            )
+        mine, saved = pipeline.to_dict(), self.to_dict()
+        for key in _MUST_MATCH:
+            if saved[key] != mine[key]:
+                raise PipelineStateError(
+                    f"This state was saved by a pipeline with {key}={saved[key]!r}, but this "
+                    f"one has {key}={mine[key]!r}: resuming would give other batches than "
+                    "the saved run. Build the pipeline as it was (the same source, "
+                    "batch_size and rngs seed) before set_state.",
+                    key=key,
+                )

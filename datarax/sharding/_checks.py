@@ -55,7 +55,7 @@ def check_keys_sortable(tree: Any, root: str = "batch") -> None:
     Example:
         >>> check_keys_sortable({"image": {"a": 1, 2: 3}})
         Traceback (most recent call last):
-        datarax.errors.LeafTypeError: batch['image'] is a dict with keys of different types (int, str): ...
+        datarax.errors.LeafTypeError: batch['image'] is a dict with keys of different types...
     """
     found = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_unsortable)[0]
     for path, node in found:
@@ -236,7 +236,7 @@ def check_known_container(name: str, leaf: Any) -> None:
         >>> check_known_container("data", types.MappingProxyType({"x": 1}))
         Traceback (most recent call last):
         ...
-        datarax.errors.LeafTypeError: data is a mappingproxy, a container jax.tree_util does not know...
+        datarax.errors.LeafTypeError: data is a mappingproxy, a container jax.tree_util...
     """
     if isinstance(leaf, (collections.abc.Mapping, collections.abc.Set)):
         raise LeafTypeError(

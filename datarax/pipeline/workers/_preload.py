@@ -9,7 +9,7 @@ pipeline's process holds. Imported anywhere else, this module does nothing.
 
 from __future__ import annotations
 
-from datarax.pipeline._worker_checks import in_forkserver, run_jax_on_cpu
+from datarax.pipeline.workers._guards import in_forkserver, run_jax_on_cpu
 
 if in_forkserver():
     run_jax_on_cpu(None)

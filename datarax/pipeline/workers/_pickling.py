@@ -1,5 +1,5 @@
-"""Sources shared with pipeline workers, not copied: how a pipeline's source and stages
-are pickled for its worker processes.
+"""How a pipeline's source and stages are pickled for its worker processes: once, when
+the pipeline is built, with memory-mapped files shared by path, not copied.
 
 The rule: an array that views a file mapped for reading or for reading and writing
 (``np.memmap`` in mode ``"r"``, ``"r+"`` or ``"w+"``) reaches a worker as that file's path
@@ -38,16 +38,66 @@ import io
 import mmap
 import os
 import pickle
+import pickletools
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
-from datarax.errors import SourceFileChangedError
+from datarax._syscompat import give_memmap_handle, memmap_handle
+from datarax.errors import NotPicklableError, SourceFileChangedError
 
 # How a worker maps again a file mapped in each mode here; "c" is absent: pickled whole.
 Mode = Literal["r", "r+"]
 _REOPENED: dict[str, Mode] = {"r": "r", "r+": "r+", "w+": "r+"}
 Stamp = tuple[int, int, int | None]  # (size, inode, modification time in ns or None)
+
+
+def _refusal(part: str, what: object, why: str) -> NotPicklableError:
+    return NotPicklableError(
+        f"workers= runs the source and host stages in other processes, which receive them "
+        f"pickled, but {part} ({type(what).__name__} {what!r:.60}) {why}. Define it as a "
+        "top-level function or class in a module (a .py file) you import, or use workers=0 "
+        "to run it in this process.",
+        part=part,
+    )
+
+
+def pickled_for_workers(source: Any, stages: Sequence[Callable[[Any], Any]]) -> bytes:
+    """`source` and `stages` pickled for the workers, each part on its own.
+
+    Raises:
+        NotPicklableError: one of them cannot be pickled, or is defined in an
+            interactive ``__main__`` (a notebook cell), which a worker cannot import.
+    """
+    main = sys.modules.get("__main__")
+    # A worker re-imports a script's __main__ by its path, but not a notebook's, an
+    # interactive session's or a module's run with -m.
+    unimportable = not hasattr(main, "__file__") or getattr(main, "__spec__", None) is not None
+    # Protocol 2 names every global a pickle needs in its GLOBAL opcodes, which is how
+    # a reference to __main__ is found; otherwise the default protocol.
+    protocol = 2 if unimportable else pickle.DEFAULT_PROTOCOL
+    parts = []
+    for part, what in (("source", source), *((f"stages[{i}]", s) for i, s in enumerate(stages))):
+        try:
+            dumped = dumps_for_workers(what, protocol)
+        except Exception as error:  # pickle raises several types: each one is this refusal
+            raise _refusal(part, what, f"cannot be pickled ({error})") from error
+        if unimportable and "__main__" in _modules_named(dumped):
+            why = "is defined in __main__ (a notebook, a session or a module run with -m)"
+            raise _refusal(part, what, why)
+        parts.append(dumped)
+    return pickle.dumps(parts)
+
+
+def _modules_named(payload: bytes) -> set[str]:
+    """The modules a protocol-2 pickle imports to load (its GLOBAL opcodes)."""
+    return {
+        str(argument).split(" ")[0]
+        for opcode, argument, _ in pickletools.genops(payload)
+        if opcode.name == "GLOBAL"
+    }
 
 
 def dumps_for_workers(obj: Any, protocol: int) -> bytes:
@@ -124,7 +174,7 @@ class _WorkerPickler(pickle.Pickler):
         layout = (array.shape, array.dtype, array.strides, start)
         memmap = None
         if isinstance(array, np.memmap):  # whether it names its file, and its offset
-            memmap = getattr(array, "_mmap", None) is not None, array.offset
+            memmap = memmap_handle(array) is not None, array.offset
         return _view, (file, layout, array.flags.writeable, memmap)
 
 
@@ -194,7 +244,7 @@ def _view(
         )
         names_its_file, offset = memmap
         if names_its_file:  # what np.memmap sets on the arrays it makes and on their slices
-            array._mmap = file._mmap  # type: ignore[attr-defined]
+            give_memmap_handle(array, memmap_handle(file))
             array.filename, array.mode, array.offset = file.filename, file.mode, offset
     if not writeable:
         array.flags.writeable = False

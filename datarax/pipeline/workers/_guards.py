@@ -14,9 +14,9 @@ among its workers' (`worker_exit_codes`) and raises the error that names the fix
 
 How a process knows it is importing its parent's script: while a ``spawn`` or
 ``forkserver`` child prepares (imports the parent's ``__main__``, unpickles what it is to
-run), multiprocessing sets ``_inheriting`` on its process object, and it is the same
-flag multiprocessing reads to refuse starting a process from there (CPython 3.11 to 3.13
-alike). `multiprocessing.parent_process()` is still None at that point, and
+run), multiprocessing marks its process object, and reads the same mark to refuse
+starting a process from there (`datarax._syscompat.importing_main` reads it).
+`multiprocessing.parent_process()` is still None at that point, and
 ``sys.modules["__main__"]`` is not yet the script, so neither tells.
 
 **JAX in a worker.** The pipeline's process holds the host's accelerator: on a TPU
@@ -24,7 +24,7 @@ host, JAX in a worker left to choose fails with "The TPU is already in use by pr
 ...". So JAX in a worker runs on CPU only: `run_jax_on_cpu` sets it,
 before the worker unpickles the source and stages, and before the script is imported
 again when the worker was forked from the forkserver this library started (which
-imports `datarax.pipeline._forkserver_preload` first: every process forked from that
+imports `datarax.pipeline.workers._preload` first: every process forked from that
 forkserver, also one a user starts from it later, runs JAX on CPU). A host stage must
 return host data (numpy): `check_jax_in_worker`, after the source is read and after each
 stage, raises an error naming the stage when a stage returned jax.Arrays, or when JAX
@@ -35,7 +35,7 @@ batch's leaves, a few microseconds a stage.
 
 from __future__ import annotations
 
-import multiprocessing
+import multiprocessing.forkserver
 import os
 import sys
 from collections.abc import Iterable
@@ -45,6 +45,14 @@ from typing import Any
 import jax
 
 from datarax._compat import backends_started
+from datarax._syscompat import (
+    exit_code,
+    importing_main,
+    pool_processes,
+    running_inside,
+    wait_for_pool_manager,
+)
+from datarax.errors import NoMainGuardError, WorkerArrayError, WorkerDeviceError
 
 # The exit code of a process that left because it was importing its parent's script.
 NO_MAIN_GUARD_EXIT = 87
@@ -56,12 +64,6 @@ AT_START = (
 _MAIN_GUARD = 'if __name__ == "__main__":'
 _parent_backend: str | None = None  # in a worker: the JAX platform of the pipeline's process
 _on_cpu = False  # in a worker: JAX started its backends, on CPU (they start once: it stays so)
-
-
-def importing_main() -> bool:
-    """Whether this process is a multiprocessing child still importing its parent's
-    script (or unpickling what it is to run)."""
-    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
 def _script(main_name: str) -> str:
@@ -103,26 +105,25 @@ def worker_exit_codes(pool: ProcessPoolExecutor | None, wait_s: float = 2.0) -> 
     collects every code: a code read while that thread reads it could come out wrong
     (a forkserver child's code is sent once, and the second reader gets 255).
     """
-    manager = getattr(pool, "_executor_manager_thread", None)
-    if manager is not None and manager.is_alive():
-        manager.join(wait_s)
-    processes = (getattr(pool, "_processes", None) or {}).values()
-    return [getattr(getattr(process, "_popen", None), "returncode", None) for process in processes]
+    wait_for_pool_manager(pool, wait_s)
+    return [exit_code(process) for process in pool_processes(pool)]
 
 
 def raise_if_no_main_guard(exit_codes: Iterable[int | None], error: BaseException) -> None:
     """Raises the error naming the missing main guard when a worker left because it was
     importing the script (`leave_if_importing_main`); `error` is the pool's."""
-    if NO_MAIN_GUARD_EXIT not in list(exit_codes):
+    exit_codes = list(exit_codes)
+    if NO_MAIN_GUARD_EXIT not in exit_codes:
         return
-    raise RuntimeError(
+    raise NoMainGuardError(
         f"The pipeline's worker processes ended as they started: each runs the top-level "
         f"code of {_script('__main__')} again on starting (a new process imports the "
         "script that started it, to find the functions and classes it defines), and that "
         "code iterates a Pipeline with workers, which would start workers in every "
         f"worker, without end. Put the code that builds and iterates the pipeline under "
         f"`{_MAIN_GUARD}` (the stages' functions and classes may stay at the top), or "
-        "use workers=0."
+        "use workers=0.",
+        exit_codes=exit_codes,
     ) from error
 
 
@@ -146,15 +147,7 @@ def run_jax_on_cpu(parent: str | None) -> None:
 
 def in_forkserver() -> bool:
     """Whether this code runs inside multiprocessing's forkserver loading its preloads."""
-    import multiprocessing.forkserver
-
-    serving = getattr(multiprocessing.forkserver.main, "__code__", None)
-    frame = sys._getframe()
-    while frame is not None:
-        if frame.f_code is serving:
-            return True
-        frame = frame.f_back
-    return False
+    return running_inside(getattr(multiprocessing.forkserver.main, "__code__", None))
 
 
 def _devices() -> str:
@@ -169,31 +162,34 @@ def check_jax_in_worker(what: str, batch: Any = None) -> None:
     `batch` holds jax.Arrays.
 
     Raises:
-        RuntimeError: JAX runs on another platform than CPU in this worker.
-        TypeError: `batch` holds jax.Arrays.
+        WorkerDeviceError: JAX runs on another platform than CPU in this worker.
+        WorkerArrayError: `batch` holds jax.Arrays.
     """
     global _on_cpu
     platform = None if _on_cpu else started_platform()
     if platform == "cpu":
         _on_cpu = True
     elif platform is not None:
-        raise RuntimeError(
+        raise WorkerDeviceError(
             f"{what} started JAX on {platform.upper()} in a pipeline worker process, but "
             f"workers run JAX on CPU only: {_devices()}. Host "
             "stages must return numpy arrays: do JAX work on the batch after it is placed "
             "(device_stages with sharding=, or your step), keep top-level JAX code of a "
-            f"script under `{_MAIN_GUARD}`, or use workers=0."
+            f"script under `{_MAIN_GUARD}`, or use workers=0.",
+            stage=what,
+            platform=platform,
         )
     if batch is None:
         return
     leaves = [leaf for leaf in jax.tree_util.tree_leaves(batch) if isinstance(leaf, jax.Array)]
     if leaves:
         places = sorted({device.platform.upper() for device in leaves[0].sharding.device_set})
-        raise TypeError(
+        raise WorkerArrayError(
             f"{what} returned jax.Arrays in a pipeline worker process (on {', '.join(places)} "
             f"there), whose devices are not this program's: {_devices()}, and workers run "
             "JAX on CPU only. Host stages must return numpy arrays "
             "(np.asarray); a stage that places batches on devices (a sharder's shard) or "
             "computes with JAX belongs in device_stages, after the placement, or in a "
-            "pipeline with workers=0."
+            "pipeline with workers=0.",
+            stage=what,
         )

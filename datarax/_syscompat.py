@@ -1,0 +1,129 @@
+"""Every private CPython or numpy attribute, and every read of ``/proc``, in one place.
+
+As `datarax._compat` does for JAX: each is guarded, falls back to a public answer or
+to "unknown" when the private name is gone, and says on which versions it was checked
+(CPython 3.11.7, 3.12.1 and 3.13.0; numpy 2.0 to 2.4). Nothing else in the library
+reads a private attribute of the standard library or numpy, or parses ``/proc``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import multiprocessing
+import threading
+import types
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+
+def importing_main() -> bool:
+    """Whether this process is a multiprocessing child still importing its parent's
+    script (or unpickling what it is to run).
+
+    ``BaseProcess._inheriting`` is set by multiprocessing's spawn and forkserver
+    preparation for exactly that time, and multiprocessing reads it itself to refuse
+    starting processes from there. Fallback: False (a script without a main guard then
+    shows as "a worker died" instead of its own error).
+    """
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+def pool_processes(pool: ProcessPoolExecutor | None) -> list[BaseProcess]:
+    """The worker processes of `pool` (``ProcessPoolExecutor._processes``); [] when unknown.
+
+    Read before ``shutdown``, which drops them. Fallback: [] (a closing pool's workers
+    are then left to the pool's own shutdown, without the grace and kill).
+    """
+    processes = getattr(pool, "_processes", None)
+    return list(processes.values()) if isinstance(processes, dict) else []
+
+
+def wait_for_pool_manager(pool: ProcessPoolExecutor | None, wait_s: float) -> None:
+    """Waits up to `wait_s` for the thread of a broken `pool` that collects its workers'
+    exit codes (``ProcessPoolExecutor._executor_manager_thread``). Fallback: no wait."""
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if isinstance(manager, threading.Thread) and manager.is_alive():
+        manager.join(wait_s)
+
+
+def exit_code(process: BaseProcess) -> int | None:
+    """The exit code `process` ended with, read without polling it again (None: running
+    or unknown).
+
+    ``BaseProcess._popen.returncode``: a forkserver child's code is sent once, so a
+    second ``poll`` (what ``process.exitcode`` does) can read 255 instead. Fallback: None.
+    """
+    code = getattr(getattr(process, "_popen", None), "returncode", None)
+    return code if isinstance(code, int) else None
+
+
+def running_inside(code: types.CodeType | None) -> bool:
+    """Whether a frame of `code` is on this thread's stack (the public frame API)."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def memmap_handle(array: Any) -> Any:
+    """The ``mmap.mmap`` that an ``np.memmap`` made from a file names (``memmap._mmap``),
+    or None: arrays numpy made from a memmap carry it, plain views of one do not."""
+    return getattr(array, "_mmap", None)
+
+
+def give_memmap_handle(array: Any, handle: Any) -> None:
+    """Makes `array` (a memmap built over a mapped buffer) name `handle` as its file's
+    mapping, as numpy's own memmaps do (so ``flush`` and ``filename`` work on it)."""
+    with contextlib.suppress(AttributeError):
+        array._mmap = handle
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcStat:
+    """What ``/proc/<pid>/stat`` says of a process (see proc_pid_stat(5))."""
+
+    state: str  # "R", "S", "Z" (a zombie), ...
+    parent: int
+    start_time: int  # clock ticks since boot: with the pid, names the process for good
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """`pid`'s state, parent and start time from ``/proc`` (Linux); None when the process
+    is gone or there is no ``/proc``. The command name, in parentheses, may hold any
+    character, so the fields are read after its last ``)``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return ProcStat(fields[0], int(fields[1]), int(fields[19]))
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_children(pid: int) -> list[int]:
+    """The pids of `pid`'s children, from ``/proc/<pid>/task/<tid>/children`` (Linux, a
+    kernel built with it since 4.2); [] when unknown."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def proc_pids() -> Iterator[int]:
+    """The pid of every process ``/proc`` shows (none without ``/proc``)."""
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                yield int(entry.name)
+
+
+def has_proc() -> bool:
+    """Whether this system shows its processes under ``/proc`` (Linux)."""
+    return Path("/proc/self/stat").exists()

@@ -1,0 +1,65 @@
+"""The iterator over one epoch of a `Pipeline`.
+
+A pipeline has one position. Each ``iter(pipeline)`` makes a new `Epoch` with the
+pipeline's newest generation; an older iterator then raises instead of going on from
+somewhere else. The epoch begins (its order made, its end agreed with the other hosts)
+at the first ``next()``, not at ``iter()``. A batch whose making raised is not consumed:
+the next ``next()`` makes it again. Once finished, the iterator stays finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from datarax.errors import SupersededIteratorError
+
+Batch = Any
+
+
+class Positioned(Protocol):
+    """What an `Epoch` needs of its pipeline."""
+
+    _generation: int
+
+    def _begin_epoch(self) -> None: ...
+
+    def _next_batch(self) -> Batch: ...  # raises StopIteration at the epoch's end
+
+    def _crossing_hosts(self) -> None: ...
+
+
+class Epoch(Iterator[Batch]):
+    """An iterator over the rest of one epoch of a pipeline."""
+
+    def __init__(self, pipeline: Positioned):
+        self._pipeline, self._generation = pipeline, pipeline._generation
+        self._started = False
+        self._finished = False
+
+    def __iter__(self) -> Epoch:
+        return self
+
+    def _crossing_hosts(self) -> None:
+        """A batch this iterator gave is about to become global arrays (a prefetcher
+        places it): the pipeline agrees on its epochs from now on."""
+        self._pipeline._crossing_hosts()
+
+    def __next__(self) -> Batch:
+        if self._finished:
+            raise StopIteration
+        if self._generation != self._pipeline._generation:
+            raise SupersededIteratorError(
+                "This iterator over the pipeline was superseded by a newer "
+                "iter(pipeline) or set_state (zip(p, p), a loop over p inside a loop over "
+                "p, or two prefetchers over p). A pipeline has one position, so only its "
+                "newest iterator can go on; build a second Pipeline for an independent pass."
+            )
+        if not self._started:
+            self._pipeline._begin_epoch()
+            self._started = True
+        try:
+            return self._pipeline._next_batch()
+        except StopIteration:
+            self._finished = True
+            raise

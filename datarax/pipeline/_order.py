@@ -1,0 +1,86 @@
+"""The epoch order: which rows of the source batch k of epoch e holds.
+
+Without shuffle, the rows in order. With shuffle, a permutation drawn from the seed and
+the epoch alone (``np.random.default_rng([*seed, epoch])``), so every host built with
+the same ``rngs`` sees the same global order, and any epoch's order can be made again
+from the state. Batch k is ``order[k*B:(k+1)*B]``; a pipeline of global batches then
+keeps only the positions this host reads (`pick`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import numpy as np
+from flax import nnx
+
+from datarax.pipeline._sources import Rows
+
+Pick = Callable[[np.ndarray | None, int, int], Rows]  # (order, start, stop) -> rows read here
+
+
+def shuffle_seed(rngs: nnx.Rngs | None, shuffle: bool) -> list[int] | None:
+    """The seed words of the shuffle, drawn from `rngs` ('shuffle' stream, else
+    'default'); None without `shuffle`.
+
+    Raises:
+        TypeError: `rngs` is neither None nor an `nnx.Rngs`.
+        ValueError: `shuffle` without `rngs`, or `rngs` has neither stream.
+    """
+    if rngs is not None and not isinstance(rngs, nnx.Rngs):
+        raise TypeError(
+            f"rngs must be an nnx.Rngs, e.g. rngs=nnx.Rngs(0), got {type(rngs).__name__} "
+            f"{rngs!r:.40}."
+        )
+    if not shuffle:
+        return None
+    if rngs is None:
+        raise ValueError("shuffle=True needs a seed: pass rngs=nnx.Rngs(seed).")
+    try:
+        key = rngs.shuffle()  # the 'shuffle' stream when there is one, else 'default'
+    except AttributeError:
+        raise ValueError(
+            "rngs has neither a 'shuffle' nor a 'default' stream to seed the shuffle; pass "
+            "rngs=nnx.Rngs(0) or nnx.Rngs(shuffle=0)."
+        ) from None
+    return [int(word) for word in np.asarray(jax.random.key_data(key)).ravel()]
+
+
+def _all_rows(order: np.ndarray | None, start: int, stop: int) -> Rows:
+    return slice(start, stop) if order is None else order[start:stop]
+
+
+class EpochOrder:
+    """The rows of every batch of every epoch over a source of `length` rows.
+
+    Example:
+        >>> order = EpochOrder(length=6, batch_size=4, seed=None)
+        >>> order.rows(0, 1)
+        slice(4, 6, None)
+    """
+
+    def __init__(
+        self, length: int, batch_size: int, seed: list[int] | None, pick: Pick | None = None
+    ):
+        self.length, self.batch_size, self.seed = length, batch_size, seed
+        self._pick = pick or _all_rows
+        self._made: dict[int, np.ndarray] = {}  # the last two epochs' permutations
+
+    def order(self, epoch: int) -> np.ndarray | None:
+        """The row order of `epoch`; None without shuffle (rows in order)."""
+        if self.seed is None:
+            return None
+        if epoch not in self._made:
+            if len(self._made) >= 2:
+                del self._made[min(self._made)]
+            permutation = np.random.default_rng([*self.seed, epoch]).permutation(self.length)
+            permutation.flags.writeable = False  # shared by every batch of the epoch
+            self._made[epoch] = permutation
+        return self._made[epoch]
+
+    def rows(self, epoch: int, index: int) -> Rows:
+        """The source rows of batch `index` of `epoch` that this host reads, in batch order."""
+        start = index * self.batch_size
+        stop = min(start + self.batch_size, self.length)
+        return self._pick(self.order(epoch), start, stop)
