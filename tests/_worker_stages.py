@@ -152,3 +152,102 @@ class Lookup:
 def as_lists(batch: dict[str, np.ndarray]) -> dict[str, list[int]]:
     """A batch with no numpy array left in it."""
     return {name: column.tolist() for name, column in batch.items()}
+
+
+def as_generator(batch: Any) -> Any:
+    """Returns a generator instead of a batch (cannot be sent back from a worker)."""
+    return (row for row in batch["x"])
+
+
+def with_lambda(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Returns a batch holding a lambda (cannot be pickled)."""
+    return {**batch, "f": lambda row: row}
+
+
+def no_boxes_from(row: int) -> Any:
+    return _NoBoxes(row)
+
+
+class _NoBoxes:
+    """Images with detections until row `row`, then images without any: a (rows, 0) leaf."""
+
+    def __init__(self, row: int):
+        self.row = row
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        boxes = 0 if batch["x"].min() >= self.row else 4
+        return {**batch, "boxes": np.ones((len(batch["x"]), boxes), np.float32)}
+
+
+def typed(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A big-endian leaf and a read-only one, besides the rows."""
+    fixed = np.arange(len(batch["x"]) * 3.0).reshape(-1, 3)
+    fixed.flags.writeable = False
+    return {**batch, "big_endian": batch["x"].astype(">i4"), "fixed": fixed}
+
+
+def sizes_from(row: int, big: int) -> Any:
+    return _Sizes(row, big)
+
+
+class _Sizes:
+    """Batches of `big` floats until row `row`, then batches of 16 floats."""
+
+    def __init__(self, row: int, big: int):
+        self.row, self.big = row, big
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        size = 16 if batch["x"].min() >= self.row else self.big
+        return {"x": batch["x"], "data": np.full(size, float(batch["x"][0]))}
+
+
+class StartsSleep:
+    """Starts a `sleep` process (a decoder's helper, say) and records its pid."""
+
+    def __init__(self, record: Path):
+        self.record = record
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import subprocess
+
+        child = subprocess.Popen(["sleep", "300"])
+        with open(self.record, "a") as record:
+            record.write(f"{child.pid}\n")
+        return batch
+
+
+def environment_of(name: str) -> Any:
+    return _Environment(name)
+
+
+class _Environment:
+    """Each row carries whether the worker's environment holds `name`."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        value = os.environ.get(self.name, "")
+        return {**batch, "env": np.full(len(batch["x"]), value, dtype="U16")}
+
+
+def page_faults(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Makes fresh 40 MB arrays (larger than what glibc ever serves from its heap by
+    default), as an image stage does, and records the page faults
+    this process took making it."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    scratch = np.ones(5_000_000, np.float64) * float(batch["x"][0])
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    return {**batch, "faults": np.full(len(batch["x"]), faults), "sum": np.array(scratch.sum())}
+
+
+def slow(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A stage of about 60 ms a batch."""
+    time.sleep(0.06)
+    return batch
+
+
+def fails(batch: Any) -> Any:
+    raise ValueError("this stage always fails")

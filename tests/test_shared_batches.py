@@ -18,8 +18,8 @@ from _worker_stages import as_lists
 from flax import nnx
 from test_pipeline_workers import PARENT, _gone, _running, _script
 
-from datarax.pipeline import Pipeline
-from datarax.pipeline.workers._slots import Lent, Slots, WorkerSide, delete_files_of
+from datarax.pipeline import Pipeline, Workers
+from datarax.pipeline.workers._slots import Lent, Slots, WorkerSide, delete_files_of, owner_prefix
 
 IMAGES = np.arange(40 * 16 * 16 * 3, dtype=np.uint8).reshape(40, 16, 16, 3)
 
@@ -33,16 +33,17 @@ def _mapped(array: np.ndarray) -> bool:
 
 
 def _round_trip(slots: Slots, side: WorkerSide, batch: Any) -> tuple[Any, Lent | None]:
-    """`batch` sent as a worker would, through the slot `slots` lends."""
-    lent = slots.lend()
-    return slots.batch(side.answer(batch, lent), lent), lent
+    """`batch` sent as a worker would, through the slot `slots` lends (or one the worker
+    makes); returns the batch and the slot its arrays are in."""
+    answer = side.answer(batch, slots.lend(), slots.prefix)
+    return slots.batch(answer, answer.slot), answer.slot
 
 
 def _flip(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {**batch, "image": batch["image"][:, :, ::-1]}
 
 
-def _images(workers: int, shuffle: bool = True) -> Pipeline:
+def _images(workers: int | Workers, shuffle: bool = True) -> Pipeline:
     return Pipeline(
         source={"image": IMAGES, "label": np.arange(40)},
         stages=[_flip],
@@ -57,7 +58,8 @@ def test_every_kind_of_leaf_comes_back_exactly_and_arrays_as_views_of_the_slot()
     slots, side = Slots(), WorkerSide()
     read_only = np.arange(6.0).reshape(2, 3)
     read_only.flags.writeable = False
-    batch = {
+    batch = {  # "pixels" fills most of the slot: a small batch would be copied out of it
+        "pixels": np.arange(3000, dtype=np.uint16).astype(np.uint8),
         "big_endian": np.arange(5, dtype=">i2"),
         "fortran": np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4)),
         "strided": np.arange(20)[::3],
@@ -70,18 +72,22 @@ def test_every_kind_of_leaf_comes_back_exactly_and_arrays_as_views_of_the_slot()
         "count": 7,
         "nothing": None,
     }
-    first, _ = _round_trip(slots, side, batch)  # no size known yet: pickled
-    assert not any(_mapped(leaf) for leaf in jax.tree.leaves(first) if type(leaf) is np.ndarray)
-    again, _ = _round_trip(slots, side, batch)
-    for name, leaf in batch.items():
-        got = again[name]
-        if isinstance(leaf, np.ndarray):
-            assert got.dtype == leaf.dtype and got.shape == leaf.shape, name
-            assert got.flags.writeable == leaf.flags.writeable, name
-            np.testing.assert_array_equal(got, leaf)
-            assert _mapped(got) == (not leaf.dtype.hasobject), name
-        else:
-            assert got == leaf, name
+    made = None
+    for _ in range(2):  # no slot lent yet: the worker makes one, which is then lent
+        got_batch, slot = _round_trip(slots, side, batch)
+        assert slot is not None and slot == (made or slot)
+        for name, leaf in batch.items():
+            got = got_batch[name]
+            if isinstance(leaf, np.ndarray):
+                assert got.dtype == leaf.dtype and got.shape == leaf.shape, name
+                assert got.flags.writeable == leaf.flags.writeable, name
+                np.testing.assert_array_equal(got, leaf)
+                assert _mapped(got) == (not leaf.dtype.hasobject), name
+            else:
+                assert got == leaf, name
+        made = slot
+        del got_batch, got
+        gc.collect()
     slots.close()
 
 
@@ -102,28 +108,29 @@ def test_a_kept_batch_is_never_overwritten_and_a_dropped_one_gives_its_slot_back
     slots.close()
 
 
-def test_a_larger_batch_is_pickled_once_then_slots_grow_and_small_ones_go() -> None:
+def test_a_larger_batch_gets_a_slot_of_its_own_and_sizes_follow_the_recent_batches() -> None:
     slots, side = Slots(), WorkerSide()
-    _round_trip(slots, side, {"x": np.zeros(10)})
-    small, small_lent = _round_trip(slots, side, {"x": np.zeros(10)})  # kept: its slot lent
-    big, _ = _round_trip(slots, side, {"x": np.arange(5000.0)})
-    assert not _mapped(big["x"])  # it did not fit: pickled, and now the size is known
-    bigger, lent = _round_trip(slots, side, {"x": np.arange(5000.0)})
-    assert _mapped(bigger["x"]) and lent is not None and lent.size >= 5000 * 8
-    np.testing.assert_array_equal(bigger["x"], np.arange(5000.0))
-    assert small_lent is not None and os.path.exists(small_lent.path)
+    _round_trip(slots, side, {"x": np.zeros(1000)})
+    small, small_slot = _round_trip(slots, side, {"x": np.zeros(1000)})  # kept: slot held
+    big, big_slot = _round_trip(slots, side, {"x": np.arange(5000.0)})
+    assert _mapped(big["x"]) and big_slot is not None and big_slot.size >= 5000 * 8
+    assert small_slot is not None and small_slot.size < big_slot.size
+    np.testing.assert_array_equal(big["x"], np.arange(5000.0))
     del small
     gc.collect()
     slots.lend()  # finds the small slot given back, too small now: deleted
-    assert not os.path.exists(small_lent.path)
+    assert not os.path.exists(small_slot.path)
+    del big
+    for _ in range(16):  # the large batch leaves the recent sizes: large slots go
+        _round_trip(slots, side, {"x": np.zeros(1000)})
+    assert not os.path.exists(big_slot.path)
     slots.close()
 
 
-def test_the_first_batch_is_made_alone_then_batches_without_arrays_go_ahead_too() -> None:
+def test_batches_without_arrays_come_back_pickled_and_two_per_worker_are_in_flight() -> None:
     slots, side = Slots(), WorkerSide()
-    assert not slots.sized  # the pipeline asks for one batch only
-    _round_trip(slots, side, {"names": ["a", "b"]})
-    assert slots.sized and slots.lend() is None  # no array: nothing to lend, pickled
+    batch, slot = _round_trip(slots, side, {"names": ["a", "b"]})
+    assert batch == {"names": ["a", "b"]} and slot is None and slots.lend() is None
     pipeline = Pipeline(source={"x": np.arange(64)}, stages=[as_lists], batch_size=8, workers=2)
     iterator = iter(pipeline)
     assert next(iterator) == {"x": list(range(8))}
@@ -140,17 +147,17 @@ def test_closing_deletes_every_slot_file_and_a_kept_batch_stays_readable() -> No
     slots.close()
     assert not os.path.exists(lent.path) and len(slots) == 0
     np.testing.assert_array_equal(kept["x"], np.arange(100.0))
-    assert slots.lend() is None  # a closed set lends nothing: batches come pickled
+    assert slots.lend() is None  # a closed set lends nothing
 
 
 def test_a_workers_clean_up_deletes_the_files_of_a_gone_process_only() -> None:
     slots, side = Slots(), WorkerSide()
     _round_trip(slots, side, {"x": np.zeros(100)})
     lent = slots.lend()
-    assert lent is not None and f"-{os.getpid()}-" in os.path.basename(lent.path)
-    delete_files_of(os.getpid() + 1_000_000)  # no such process: nothing of ours goes
+    assert lent is not None and os.path.basename(lent.path).startswith(owner_prefix(os.getpid()))
+    delete_files_of(owner_prefix(os.getpid() + 1_000_000))  # no such process: ours stay
     assert os.path.exists(lent.path)
-    delete_files_of(os.getpid())
+    delete_files_of(owner_prefix(os.getpid()))
     assert not os.path.exists(lent.path)
     slots.close()
 
@@ -162,8 +169,7 @@ def test_workers_batches_are_slot_views_equal_to_workers_0_and_kept_ones_stay() 
         kept += list(pipeline)
         expected += list(reference)
     assert len(kept) == len(expected) == 15
-    # Only the first batch, asked for alone before any batch size was known, is pickled.
-    assert [_mapped(batch["image"]) for batch in kept] == [False] + [True] * 14
+    assert all(_mapped(batch["image"]) for batch in kept)  # the first batch included
     for got, want in zip(kept, expected, strict=True):
         np.testing.assert_array_equal(got["image"], want["image"])
         np.testing.assert_array_equal(got["label"], want["label"])
@@ -189,8 +195,8 @@ def test_a_placed_batch_outlives_its_numpy_views() -> None:
         np.testing.assert_array_equal(np.asarray(got), want)
 
 
-def test_workers_start_the_next_epoch_before_this_one_ends_and_resume_exactly() -> None:
-    pipeline, reference = _images(2), _images(0)
+def test_workers_asked_to_start_the_next_epoch_early_resume_exactly() -> None:
+    pipeline, reference = _images(Workers(2, read_next_epoch=True)), _images(0)
     iterator = iter(pipeline)
     for _ in range(4):
         next(iterator)

@@ -8,12 +8,15 @@ background, and `Checkpoints` saves a pipeline's position beside the model's sta
 
 from datarax.errors import CheckpointSaveError as CheckpointSaveError
 from datarax.pipeline._checkpoint import Checkpoints as Checkpoints
+from datarax.pipeline._memory import keep_freed_memory as keep_freed_memory
+from datarax.pipeline._options import Workers as Workers
 from datarax.pipeline._pipeline import Pipeline as Pipeline
 from datarax.pipeline._prefetch import DevicePrefetcher as DevicePrefetcher
 from datarax.pipeline._prefetch import prefetch_to_device as prefetch_to_device
 from datarax.pipeline._sources import ArraySource as ArraySource
 from datarax.pipeline._sources import RandomAccessSource as RandomAccessSource
 from datarax.pipeline._sources import read_rows as read_rows
+from datarax.pipeline._timing import TimeReport as TimeReport
 
 __all__ = [
     "ArraySource",
@@ -22,6 +25,9 @@ __all__ = [
     "DevicePrefetcher",
     "Pipeline",
     "RandomAccessSource",
+    "TimeReport",
+    "Workers",
+    "keep_freed_memory",
     "prefetch_to_device",
     "read_rows",
 ]

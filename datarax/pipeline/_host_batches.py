@@ -1,90 +1,188 @@
 """Host batches: the rows read from the source and run through the host stages, in this
-process (``workers=0``) or in worker processes (`datarax.pipeline.workers`).
+process (``workers=0``), in worker processes (`datarax.pipeline.workers`), or, with
+``workers="auto"``, in this process for the first batch and then as it decides.
 
-Both give the same batches in the same order. In this process, the stages run with the
+All give the same batches in the same order. In this process, the stages run with the
 pipeline's `crossing_hosts` in `FEEDING`, so a stage that builds global arrays (a
 `JaxProcessSharder`'s ``shard``) makes the pipeline agree with the other hosts first.
+
+The rule of ``"auto"``, in one sentence: when the first batch took at least
+`AUTO_WORTH` times what moving it between processes costs, as many workers as that
+ratio, at most one per usable core, else none.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from datarax.pipeline._options import WorkerOptions
+import jax
+import numpy as np
+
+from datarax.errors import NotPicklableError
+from datarax.pipeline._options import Workers
 from datarax.pipeline._order import EpochOrder
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, read_rows
 from datarax.pipeline._stages import Stages
+from datarax.pipeline._timing import BatchTimes
 from datarax.pipeline.workers import HostWorkers, pickled_for_workers
 from datarax.sharding._exchange import FEEDING
 
 Batch = Any
+Source = ArraySource | RandomAccessSource
+AUTO_WORTH = 4  # the first batch must take this many times its move to be worth workers
+MOVE_S = 0.5e-3  # what a batch costs to hand over between processes, before its bytes
+MOVE_BYTES_PER_S = 4e9  # one copy into shared memory
 
 
 class HostBatches(Protocol):
     """Makes batch `index` of `epoch`, which ends before batch `end` (the next epoch
-    before `next_end`: workers may start on it)."""
+    before `next_end`), recording its times in `times`; `workers` is how many worker
+    processes make them."""
 
-    def batch(self, epoch: int, index: int, end: int, next_end: int) -> Batch: ...
+    @property
+    def workers(self) -> int: ...
+
+    def batch(
+        self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes
+    ) -> Batch: ...
 
 
 class InProcess:
     """Host batches made in this process, when asked for."""
 
-    def __init__(
-        self,
-        source: ArraySource | RandomAccessSource,
-        stages: Stages,
-        order: EpochOrder,
-        crossing_hosts: Callable[[], None],
-    ):
-        self._source, self._stages, self._order = source, stages, order
-        self._crossing_hosts = crossing_hosts
+    workers = 0
 
-    def batch(self, epoch: int, index: int, end: int, next_end: int) -> Batch:
+    def __init__(
+        self, source: Source, stages: Stages, order: EpochOrder, crossing: Callable[[], None]
+    ):
+        self._source, self._stages, self._order, self._crossing = source, stages, order, crossing
+
+    def batch(self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes) -> Batch:
+        start = time.perf_counter()
         batch = read_rows(self._source, self._order.rows(epoch, index))
-        token = FEEDING.set(self._crossing_hosts)
+        read = time.perf_counter()
+        token = FEEDING.set(self._crossing)
         try:
-            return self._stages(batch)
+            batch = self._stages(batch)
         finally:
             FEEDING.reset(token)
+        times.read, times.stages = read - start, time.perf_counter() - read
+        return batch
 
 
 class InWorkers:
-    """Host batches made by worker processes, a few ahead (see `HostWorkers`)."""
+    """Host batches made by worker processes, a few ahead (see `HostWorkers`); they stop
+    when `owner` (the pipeline) is collected, so none outlives it."""
+
+    def __init__(self, owner: object, payload: bytes, order: EpochOrder, options: Workers):
+        self._workers = HostWorkers(payload, options)  # started at the first batch
+        self._order = order
+        self.workers = int(options.count)
+        weakref.finalize(owner, self._workers.close)
+
+    def batch(self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes) -> Batch:
+        return self._workers.batch(epoch, index, end, next_end, self._order.rows, times)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def choose_workers(seconds: float, nbytes: int, cores: int) -> tuple[int, str]:
+    """How many workers a batch that took `seconds` and holds `nbytes` is worth on
+    `cores` cores, and why (see the module's docstring).
+
+    Example:
+        >>> choose_workers(0.165, 38_535_168, 13)[0], choose_workers(0.0001, 800, 13)[0]
+        (13, 0)
+    """
+    move = MOVE_S + nbytes / MOVE_BYTES_PER_S
+    took = f"the first batch took {seconds * 1e3:.1f} ms here"
+    moving = f"moving its {nbytes / 1e6:.1f} MB between processes takes about {move * 1e3:.1f} ms"
+    if seconds < AUTO_WORTH * move:
+        return 0, (
+            f"workers='auto' chose 0: {took} and {moving}, so workers would spend as much "
+            "handing batches over as they save."
+        )
+    count = max(1, min(cores, math.floor(seconds / move)))
+    return count, (
+        f"workers='auto' chose {count}: {took}, {moving}, and {cores} cores are usable: "
+        f"{count} workers make batches up to {count} times as fast as this process alone."
+    )
+
+
+def _nbytes(batch: Batch) -> int:
+    return sum(
+        leaf.nbytes for leaf in jax.tree_util.tree_leaves(batch) if isinstance(leaf, np.ndarray)
+    )
+
+
+class Auto:
+    """``workers="auto"``: the first batch made here, timed; then workers or not."""
 
     def __init__(
         self,
-        source: ArraySource | RandomAccessSource,
-        stages: Stages,
+        owner: object,
+        here: InProcess,
+        payload: bytes | NotPicklableError,
         order: EpochOrder,
-        options: WorkerOptions,
+        options: Workers,
     ):
-        payload = pickled_for_workers(source, stages.stages)  # refused now, not at a batch
-        self._workers = HostWorkers(payload, options.workers)  # started at the first batch
-        self._order = order
+        self._owner, self._here, self._payload = weakref.ref(owner), here, payload
+        self._order, self._options = order, options
+        self._chosen: HostBatches | None = None
+        self.choice = "workers='auto' chooses at the first batch."
 
-    def batch(self, epoch: int, index: int, end: int, next_end: int) -> Batch:
-        return self._workers.batch(epoch, index, end, next_end, self._order.rows)
+    @property
+    def workers(self) -> int:
+        return 0 if self._chosen is None else self._chosen.workers
 
-    def close(self) -> None:
-        """Stops the workers (see `HostWorkers.close`)."""
-        self._workers.close()
+    @property
+    def chosen(self) -> bool:
+        return self._chosen is not None
+
+    def batch(self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes) -> Batch:
+        if self._chosen is not None:
+            return self._chosen.batch(epoch, index, end, next_end, times)
+        batch = self._here.batch(epoch, index, end, next_end, times)  # raises as a stage does
+        count, self.choice = choose_workers(
+            times.read + times.stages, _nbytes(batch), usable_cores()
+        )
+        owner = self._owner()
+        if isinstance(self._payload, NotPicklableError):
+            count, self.choice = 0, f"workers='auto' chose 0: {self._payload}"
+        if count and owner is not None and isinstance(self._payload, bytes):
+            options = Workers(count, self._options.read_next_epoch, self._options.keep_freed_memory)
+            self._chosen = InWorkers(owner, self._payload, self._order, options)
+        else:
+            self._chosen = self._here
+        return batch
 
 
 def host_batches(
     owner: object,
-    source: ArraySource | RandomAccessSource,
+    source: Source,
     stages: Stages,
     order: EpochOrder,
-    options: WorkerOptions,
-    crossing_hosts: Callable[[], None],
+    options: Workers,
+    crossing: Callable[[], None],
 ) -> HostBatches:
-    """Host batches for `owner` (a pipeline): in workers when `options` asks for them,
-    which then close when `owner` is collected, so none outlives it."""
-    if not options.workers:
-        return InProcess(source, stages, order, crossing_hosts)
-    workers = InWorkers(source, stages, order, options)
-    weakref.finalize(owner, workers.close)
-    return workers
+    """Host batches for `owner` (a pipeline), as `options` says."""
+    here = InProcess(source, stages, order, crossing)
+    if options.count == 0:
+        return here
+    if options.count != "auto":
+        return InWorkers(owner, pickled_for_workers(source, stages.stages), order, options)
+    try:
+        payload: bytes | NotPicklableError = pickled_for_workers(source, stages.stages)
+    except NotPicklableError as error:
+        payload = error
+    return Auto(owner, here, payload, order, options)

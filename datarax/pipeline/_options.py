@@ -1,8 +1,8 @@
 """A pipeline's options, as small frozen dataclasses checked once, when they are made.
 
 `BatchOptions` says how rows become batches, `HostOptions` how the hosts' pipelines agree,
-`WorkerOptions` where host batches are made. Each holds plain Python values that were
-checked against the allowed range, so the rest of the pipeline trusts them.
+`Workers` where host batches are made. Each holds plain Python values that were checked
+against the allowed range, so the rest of the pipeline trusts them.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import dataclasses
 from typing import Literal
 
 from datarax._validate import check_bool, check_int
+from datarax.pipeline._memory import DEFAULT_KEEP_BYTES
 
 UnevenHosts = Literal["stop", "raise"]
 
@@ -80,10 +81,48 @@ class HostOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class WorkerOptions:
-    """Where host batches are made: in this process (0) or in `workers` processes."""
+class Workers:
+    """Where a pipeline makes its host batches: in this process, or in worker processes.
 
-    workers: int = 0
+    ``Pipeline(workers=4)`` is ``Pipeline(workers=Workers(4))``. Workers make up to two
+    batches each ahead of the one you take, in order, and give the batches of
+    ``workers=0``.
+
+    Attributes:
+        count: 0 reads the rows and runs the stages in this process; N > 0 in N worker
+            processes; ``"auto"`` makes the first batch in this process, timing it, and
+            then picks a count from that time and this machine's cores (the choice and
+            its reason are in `Pipeline.workers_choice`).
+        read_next_epoch: let workers start the next epoch's first batches before this
+            epoch ends, so a new epoch starts without a wait. Off by default: then the
+            workers read nothing of an epoch before it begins, so a change made to a
+            memory-mapped source between epochs is seen, as with ``workers=0``.
+        keep_freed_memory: bytes of freed memory each worker keeps for reuse (glibc; see
+            `keep_freed_memory`), so a stage that makes large arrays for every batch runs
+            as fast as in one undisturbed process; 0 leaves the C library's default.
+
+    Example:
+        >>> Workers(4, read_next_epoch=True).count
+        4
+    """
+
+    count: int | Literal["auto"] = "auto"
+    read_next_epoch: bool = False
+    keep_freed_memory: int = DEFAULT_KEEP_BYTES
 
     def __post_init__(self) -> None:
-        _set(self, "workers", check_int("workers", self.workers, minimum=0))
+        if self.count != "auto":
+            if isinstance(self.count, str):
+                raise ValueError(
+                    f"workers must be an int >= 0, 'auto' or a Workers(...), got {self.count!r}."
+                )
+            meaning = "or 'auto', or a Workers(...)"
+            _set(self, "count", check_int("workers", self.count, minimum=0, meaning=meaning))
+        _set(self, "read_next_epoch", check_bool("read_next_epoch", self.read_next_epoch))
+        keep = check_int("keep_freed_memory", self.keep_freed_memory, minimum=0)
+        _set(self, "keep_freed_memory", keep)
+
+    @classmethod
+    def of(cls, workers: int | str | Workers) -> Workers:
+        """`workers` as `Pipeline` takes it (a count, ``"auto"`` or a `Workers`)."""
+        return workers if isinstance(workers, Workers) else cls(workers)  # type: ignore[arg-type]

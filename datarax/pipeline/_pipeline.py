@@ -6,6 +6,7 @@ batches (`_global_batches`) and agreement across hosts (`_agreement`)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,11 +20,12 @@ from datarax.pipeline._agreement import EpochEnds
 from datarax.pipeline._epoch import Epoch
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._host_batches import host_batches
-from datarax.pipeline._options import BatchOptions, HostOptions, UnevenHosts, WorkerOptions
+from datarax.pipeline._options import BatchOptions, HostOptions, UnevenHosts, Workers
 from datarax.pipeline._order import EpochOrder, shuffle_seed
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, as_source
 from datarax.pipeline._stages import Batch, Stage, Stages
 from datarax.pipeline._state import PipelineState
+from datarax.pipeline._timing import BatchTimes, TimeReport, Timings
 from datarax.pipeline.workers import leave_if_importing_main
 from datarax.sharding._checks import check_sharding_type
 
@@ -96,14 +98,14 @@ class Pipeline:
         device_stages: Sequence[Stage] = (),
         multihost: bool | None = None,
         uneven_hosts: UnevenHosts = "stop",
-        workers: int = 0,
+        workers: int | str | Workers = 0,
     ):
         self._batching = BatchOptions(batch_size, shuffle, drop_remainder)
         self._stages = Stages("stages", stages)
         self._device_stages = Stages("device_stages", device_stages)
         if self._device_stages and sharding is None:
             raise ValueError("device_stages run on global batches: pass sharding= as well.")
-        self._hosts, self._workers = HostOptions(multihost, uneven_hosts), WorkerOptions(workers)
+        self._hosts, self._workers = HostOptions(multihost, uneven_hosts), Workers.of(workers)
         seed = shuffle_seed(rngs, self._batching.shuffle)
         self._source = as_source(source)
         self._length = len(self._source)
@@ -120,6 +122,7 @@ class Pipeline:
             self, self._source, self._stages, self._order, self._workers, self._crossing_hosts
         )
         self._epoch, self._next, self._resume, self._generation = 0, 0, True, 0
+        self._timings = Timings()
 
     batch_size = property(lambda self: self._batching.batch_size, doc="Rows per batch.")
     shuffle = property(lambda self: self._batching.shuffle)
@@ -132,7 +135,33 @@ class Pipeline:
     sharding = property(lambda self: self._sharding, doc="The global batches' sharding.")
     multihost = property(lambda self: self._hosts.multihost)
     uneven_hosts = property(lambda self: self._hosts.uneven_hosts)
-    workers = property(lambda self: self._workers.workers, doc="Worker processes (0: none).")
+
+    @property
+    def workers(self) -> int | str:
+        """Worker processes making host batches (0: none; ``"auto"`` until it has chosen)."""
+        if not getattr(self._host, "chosen", True):
+            return "auto"
+        return self._host.workers
+
+    @property
+    def workers_choice(self) -> str:
+        """With ``workers="auto"``: what was chosen at the first batch, and why."""
+        return getattr(self._host, "choice", "")
+
+    def time_report(self) -> TimeReport:
+        """Where the time of the last batches went: mean milliseconds per batch reading
+        rows, in host stages, moving between processes, waiting for workers, copying to
+        devices, in device stages and in your step (``datarax.viz.plot_time_report``
+        draws it).
+
+        Example:
+            >>> pipeline = Pipeline(source={"x": np.arange(8)}, batch_size=2)
+            >>> report = (list(pipeline), pipeline.time_report())[1]
+            >>> report.batches, report.workers
+            (4, 0)
+        """
+        in_workers = bool(self._host.workers)
+        return self._timings.report(self._host.workers, in_workers, self.workers_choice)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _FIXED:
@@ -180,8 +209,8 @@ class Pipeline:
         self._ends.forget_state()
 
     def __iter__(self) -> Iterator[Batch]:
-        if self.workers:  # in a worker re-running a script with no main guard: leave
-            leave_if_importing_main(self.workers)
+        if self._workers.count:  # in a worker re-running a script with no main guard: leave
+            leave_if_importing_main(self._workers.count)
         if self._resume:
             state = self._state()
             self._epoch, self._next, self._resume = state.epoch, state.batch_index, False
@@ -201,7 +230,9 @@ class Pipeline:
 
     def _next_batch(self) -> Batch:
         """The next batch of the epoch; the position moves on once every stage returned."""
+        self._timings.asked()
         if self._next >= self._ends.end:
+            self._timings.epoch_ended()
             raise StopIteration
         if len(self._source) != self.source_length:
             raise SourceChangedError(
@@ -211,9 +242,14 @@ class Pipeline:
                 built=self.source_length,
                 now=len(self._source),
             )
-        batch = self._host.batch(self._epoch, self._next, self._ends.end, self.num_batches)
+        times = BatchTimes()
+        batch = self._host.batch(self._epoch, self._next, self._ends.end, self._count, times)
         if self._global is not None:
-            rows = self._batching.size(self._next, self.source_length)
-            batch = self._device_stages(self._global.place(batch, rows))
+            placing = time.perf_counter()
+            batch = self._global.place(batch, self._batching.size(self._next, self._length))
+            staging = time.perf_counter()
+            batch = self._device_stages(batch)
+            times.place, times.device_stages = staging - placing, time.perf_counter() - staging
         self._next += 1
+        self._timings.returned(times)
         return batch

@@ -71,7 +71,7 @@ def _script(main_name: str) -> str:
     return str(path) if path else "the script"
 
 
-def leave_if_importing_main(workers: int) -> None:
+def leave_if_importing_main(workers: int | str) -> None:
     """Ends this process, with `NO_MAIN_GUARD_EXIT`, when it is a child still importing
     its parent's script: a pipeline with `workers` iterated there would start workers
     in every worker."""
@@ -81,7 +81,7 @@ def leave_if_importing_main(workers: int) -> None:
         f"datarax: this process was started by multiprocessing (a pipeline worker, say) "
         f"and runs the top-level code of {_script('__mp_main__')} again, as every such "
         f"process does on starting, and that code iterates a Pipeline with "
-        f"workers={workers}, which would start workers in every worker, without end. Put "
+        f"workers={workers!r}, which would start workers in every worker, without end. Put "
         f"the script's code under `{_MAIN_GUARD}` (functions and classes the stages use "
         f"may stay at the top), or use workers=0. This process exits with code "
         f"{NO_MAIN_GUARD_EXIT}.\n"

@@ -1,92 +1,107 @@
-"""The pipeline's side of its worker processes: a pool that makes host batches ahead, in
-order, and closes without leaving anything behind.
+"""The pipeline's side of its worker processes: a small pool that makes host batches
+ahead, in order, and closes without leaving anything behind.
 
-`HostWorkers` hands each batch (its rows and a shared-memory slot to write it into) to a
-`concurrent.futures.ProcessPoolExecutor` of N processes started from a ``forkserver``
-(never ``fork``: forking a process in which JAX runs threads is unsafe). It asks for
-batch k and for a bounded number after it (``2 * N`` in flight, running on into the next
-epoch), and takes them back in order, so the batches are the ones ``workers=0`` makes.
-A batch whose making raised is forgotten: asking again makes it again.
+`HostWorkers` starts N processes from a ``forkserver`` (never ``fork``: forking a process
+in which JAX runs threads is unsafe), each joined to this process by a pipe and nothing
+else (no named semaphores that a killed process would leave in ``/dev/shm``). It sends
+each worker up to `AHEAD_PER_WORKER` tasks (the rows of a batch and a slot to write it
+into), asks for batch k and the ones after it, and reads the answers back in order, so
+the batches are the ones ``workers=0`` makes. A batch whose making raised is forgotten:
+asking again makes it again. Waiting for an answer happens in the calling thread, so a
+Ctrl-C interrupts it; a worker that dies is noticed at once, by its exit.
 
-The pool starts at the first batch and is closed when the pipeline is collected. A
-closing pool's workers get `CLOSE_GRACE_S` to finish the batch they are making, then
-SIGTERM, then after as long again SIGKILL, so a stage that never returns, even one that
-ignores SIGTERM, does not hold up a deleted pipeline. At exit with the pipeline still
-alive, Python's own handler for process pools runs first and waits for the batches in
-flight: such a stage then holds up exit. The pool's own threads start with every
-asynchronous signal blocked, so a Ctrl-C reaches the main thread
-(`_signals_left_to_the_main_thread`).
+Each worker leads its own process group, holding whatever its stages start. Closing
+(when the pipeline is collected, or at exit, before multiprocessing's own exit handler)
+asks each worker to stop, gives the busy ones `CLOSE_GRACE_S`, then kills every
+worker's group, so neither a stage that never returns nor a process a stage started
+outlives the pipeline.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
 import contextlib
+import itertools
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.forkserver
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from multiprocessing.process import BaseProcess
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from datarax._syscompat import pool_processes
 from datarax.errors import WorkerError
+from datarax.pipeline._options import Workers
 from datarax.pipeline._sources import Rows
-from datarax.pipeline.workers._guards import (
-    raise_if_no_main_guard,
-    started_platform,
-    worker_exit_codes,
-)
-from datarax.pipeline.workers._slots import Answer, Lent, Slots
-from datarax.pipeline.workers._worker import make_batch, start_worker
+from datarax.pipeline._timing import BatchTimes
+from datarax.pipeline.workers._guards import raise_if_no_main_guard, started_platform
+from datarax.pipeline.workers._slots import Lent, Slots
+from datarax.pipeline.workers._worker import serve
 
-AHEAD_PER_WORKER = 2  # batches in flight per worker
-CLOSE_GRACE_S = 1.0  # how long a closing pool's workers may take to finish their batch
+AHEAD_PER_WORKER = 2  # tasks sent to a worker before its first answer comes back
+CLOSE_GRACE_S = 1.0  # how long a closing pool's busy workers may take to stop
 _context = multiprocessing.get_context("forkserver")
-# Raised by a fault in the thread at fault: left unblocked, so that thread still dies of it.
-_FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT}
 _PRELOAD = ["datarax.pipeline.workers._preload", "datarax.pipeline.workers._worker"]
+_open: weakref.WeakSet[HostWorkers] = weakref.WeakSet()  # pools to close at exit
+Key = tuple[int, int]  # (epoch, batch)
 
 
-@contextlib.contextmanager
-def _signals_left_to_the_main_thread() -> Iterator[None]:
-    """Threads started inside this block never take an asynchronous signal (Ctrl-C,
-    SIGTERM, ...): a thread keeps the signal mask of the thread that started it.
+@dataclass
+class _Task:
+    number: int
+    worker: _Process
+    lent: Lent | None
 
-    The kernel hands a signal sent to a process to any of its threads that does not block
-    it. Python runs the handler in the main thread, but a call blocked there (reading
-    stdin, waiting for a batch) is interrupted only when the kernel picked the main
-    thread: a signal another thread took leaves it blocked, the KeyboardInterrupt pending
-    until the call returns by itself, or never. The pool's threads wake at every batch
-    that comes back, so under load they are there to take one.
-    """
-    if not hasattr(signal, "pthread_sigmask"):  # Windows, which has no forkserver either
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - _FAULTS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+class _Process:
+    """One worker process, the pipe to it, and the tasks sent to it, in order."""
+
+    def __init__(self, payload: bytes, options: Workers):
+        ours, theirs = _context.Pipe(duplex=True)
+        environment = dict(os.environ)  # as it is now: the forkserver's may be older
+        self.process = _context.Process(
+            target=serve,
+            args=(theirs, payload, os.getpid(), started_platform(), environment, options),
+            name="datarax-pipeline-worker",
+            daemon=True,
+        )
+        self.process.start()
+        theirs.close()
+        self.connection = ours
+        self.sent: collections.deque[int] = collections.deque()
+
+    def receive(self) -> tuple[int, bool, Any]:
+        """The next answer: (task number, whether it succeeded, answer or exception).
+
+        Raises:
+            EOFError: the worker ended before it answered.
+        """
+        ready = multiprocessing.connection.wait([self.connection, self.process.sentinel])
+        if self.connection not in ready and not self.connection.poll():
+            raise EOFError
+        return self.connection.recv()
 
 
 class HostWorkers:
-    """`workers` processes making a pipeline's host batches, ahead of the parent, in order.
+    """Worker processes making a pipeline's host batches, ahead of the pipeline, in order.
 
-    `batch` returns batch `index` of `epoch` and keeps the next ones in flight, into the
-    next epoch; a batch whose making raised is forgotten, so asking again makes it again.
-    Batches come back through shared memory (`datarax.pipeline.workers._slots`).
+    `batch` returns batch `index` of `epoch` and keeps the next ones in flight (into the
+    next epoch too, with ``read_next_epoch``). `payload` is the pickled source and stages.
     """
 
-    def __init__(self, payload: bytes, workers: int):
-        self._payload, self._workers = payload, workers
-        self._pool: ProcessPoolExecutor | None = None  # started at the first batch
+    def __init__(self, payload: bytes, options: Workers):
+        assert isinstance(options.count, int) and options.count > 0, options
+        self._payload, self._options, self._count = payload, options, options.count
+        self._processes: list[_Process] = []  # started at the first batch
         self._slots = Slots()
-        self._ahead = AHEAD_PER_WORKER * workers
-        self._pending: dict[tuple[int, int], tuple[Future[Answer], Lent | None]] = {}
+        self._pending: dict[Key, _Task] = {}  # in flight, by batch
+        self._answers: dict[int, tuple[bool, Any]] = {}  # read ahead of their turn
+        self._abandoned: dict[int, Lent | None] = {}  # sent, then no longer wanted
+        self._numbers = itertools.count()
 
     def batch(
         self,
@@ -95,101 +110,135 @@ class HostWorkers:
         end: int,
         next_end: int,
         rows_of: Callable[[int, int], Rows],
+        times: BatchTimes,
     ) -> Any:
         """Batch `index` of `epoch`, which has `end` batches (the next epoch `next_end`);
-        `rows_of(e, k)` are the rows of batch k of epoch e."""
+        `rows_of(e, k)` are the rows of batch k of epoch e. Its times go to `times`."""
         wanted = self._wanted(epoch, index, end, next_end)
         for key in [key for key in self._pending if key not in wanted]:
-            self._forget(key)  # another epoch or position: not needed now
-        if self._pool is None:
-            # Set only when workers are used: the forkserver then starts with the
-            # library imported, so every worker forked from it starts in milliseconds.
-            # Started here, before any signal is blocked: its workers take its mask.
-            # The first preload sets JAX to CPU in the forkserver, so in every worker.
-            _context.set_forkserver_preload(_PRELOAD)
-            multiprocessing.forkserver.ensure_running()
-            self._pool = ProcessPoolExecutor(
-                self._workers,
-                mp_context=_context,
-                initializer=start_worker,
-                initargs=(self._payload, os.getpid(), started_platform()),
-            )
+            self._abandon(self._pending.pop(key))
+        if not self._processes:
+            self._start()
+        self._send(wanted, rows_of)
+        task = self._pending.pop((epoch, index))
+        waiting = time.perf_counter()
         try:
-            self._submit(wanted, rows_of)
-            task, lent = self._pending.pop((epoch, index))
-            try:
-                answer = task.result()
-            except BaseException:
-                self._slots.give_back(lent)
-                raise
-            batch = self._slots.batch(answer, lent)
-            # The batches after it go now: the first batch, made alone, told the slots' size.
-            self._submit(self._wanted(epoch, index + 1, end, next_end), rows_of)
-            return batch
-        except BrokenProcessPool as error:
-            exit_codes = worker_exit_codes(self._pool)  # before close() drops the workers
-            self.close()
-            raise_if_no_main_guard(exit_codes, error)
-            raise WorkerError(
-                "A pipeline worker process died (killed, out of memory, or it could not "
-                "unpickle the source or a stage). The next next() starts new workers; "
-                "workers=0 runs everything in this process.",
-                exit_codes=exit_codes,
-            ) from error
+            succeeded, answer = self._answer(task)
+        except BaseException:  # a Ctrl-C, say: its answer may still come
+            self._abandon(task)
+            raise
+        if not succeeded:
+            self._slots.give_back(task.lent)
+            raise answer
+        unpacking = time.perf_counter()
+        batch = self._slots.batch(answer, task.lent)
+        times.read, times.stages, into_slot = answer.seconds
+        times.wait = unpacking - waiting
+        times.move = into_slot + time.perf_counter() - unpacking
+        self._send(self._wanted(epoch, index + 1, end, next_end), rows_of)
+        return batch
 
-    def _wanted(self, epoch: int, index: int, end: int, next_end: int) -> list[tuple[int, int]]:
-        """The (epoch, batch) to have in flight from batch `index` of `epoch` on. Until a
-        first batch has told the slots' size, that one alone: those asked for meanwhile
-        would come back pickled, the slow way for large arrays."""
-        ahead = self._ahead if self._slots.sized else 1
+    def _wanted(self, epoch: int, index: int, end: int, next_end: int) -> list[Key]:
+        ahead = AHEAD_PER_WORKER * self._count
         wanted = [(epoch, k) for k in range(index, min(end, index + ahead))]
-        return wanted + [(epoch + 1, k) for k in range(min(next_end, ahead - len(wanted)))]
+        if self._options.read_next_epoch:
+            wanted += [(epoch + 1, k) for k in range(min(next_end, ahead - len(wanted)))]
+        return wanted
 
-    def _submit(self, wanted: list[tuple[int, int]], rows_of: Callable[[int, int], Rows]) -> None:
-        """Hands the workers every batch of `wanted` not in flight yet, each with a slot."""
-        assert self._pool is not None, "submitted before the pool started"
-        with _signals_left_to_the_main_thread():  # the pool starts its threads in submit
-            for key in wanted:
-                if key not in self._pending:
-                    lent = self._slots.lend()
-                    self._pending[key] = self._pool.submit(make_batch, rows_of(*key), lent), lent
+    def _start(self) -> None:
+        # Set only when workers are used: the forkserver then starts with the library
+        # imported, so every worker forked from it starts in milliseconds; its first
+        # preload sets JAX to CPU there, so in every worker.
+        _context.set_forkserver_preload(_PRELOAD)
+        multiprocessing.forkserver.ensure_running()
+        self._processes = [_Process(self._payload, self._options) for _ in range(self._count)]
+        _open.add(self)
 
-    def _forget(self, key: tuple[int, int]) -> None:
-        """Drops the task for `key`; its slot comes back once the task ends or is cancelled."""
-        task, lent = self._pending.pop(key)
-        task.cancel()
-        slots = self._slots
-        task.add_done_callback(lambda _: slots.give_back(lent))
+    def _send(self, wanted: list[Key], rows_of: Callable[[int, int], Rows]) -> None:
+        """Sends every batch of `wanted` not in flight yet to the least busy worker."""
+        for key in wanted:
+            if key in self._pending:
+                continue
+            worker = min(self._processes, key=lambda process: len(process.sent))
+            if len(worker.sent) >= AHEAD_PER_WORKER:
+                return
+            number, lent = next(self._numbers), self._slots.lend()
+            worker.connection.send((number, rows_of(*key), lent, self._slots.prefix))
+            worker.sent.append(number)
+            self._pending[key] = _Task(number, worker, lent)
+
+    def _abandon(self, task: _Task) -> None:
+        """`task` is no longer wanted: its slots come back once its answer does."""
+        if task.number in self._answers:
+            self._discard(self._answers.pop(task.number), task.lent)
+        else:
+            self._abandoned[task.number] = task.lent
+
+    def _discard(self, reply: tuple[bool, Any], lent: Lent | None) -> None:
+        succeeded, answer = reply
+        self._slots.discard(answer if succeeded else None, lent)
+
+    def _answer(self, task: _Task) -> tuple[bool, Any]:
+        """The answer to `task`, reading those sent before it to its worker first."""
+        while task.number not in self._answers:
+            worker = task.worker
+            try:
+                number, succeeded, answer = worker.receive()
+            except (EOFError, OSError) as error:
+                raise self._died(error) from error
+            assert worker.sent.popleft() == number, "a worker answered out of order"
+            if number in self._abandoned:
+                self._discard((succeeded, answer), self._abandoned.pop(number))
+            else:
+                self._answers[number] = succeeded, answer
+        return self._answers.pop(task.number)
+
+    def _died(self, error: BaseException) -> WorkerError:
+        """Closes the pool after a worker died; the error to raise (or the error naming a
+        missing main guard, raised here)."""
+        for worker in self._processes:
+            worker.process.join(0.5)  # its exit code, once it has one
+        codes = [worker.process.exitcode for worker in self._processes]
+        self.close()
+        raise_if_no_main_guard(codes, error)
+        return WorkerError(
+            f"A pipeline worker process died (exit codes {codes}: killed, out of memory, "
+            "or it could not unpickle the source or a stage). The next next() starts new "
+            "workers; workers=0 runs everything in this process.",
+            exit_codes=codes,
+        )
 
     def close(self) -> None:
-        """Stops the workers: they finish the batches handed to them, or get SIGTERM after
-        `CLOSE_GRACE_S`, then SIGKILL after as long again. Deletes the slots' files."""
-        for key in list(self._pending):
-            self._forget(key)
-        if self._pool is None:
-            return
-        pool, self._pool = self._pool, None
-        # Read before shutdown, which drops them.
-        processes = pool_processes(pool)
-        pool.shutdown(wait=False, cancel_futures=True)
-        # A worker ends once the batches already handed to it are made. Not stopped at
-        # once: a worker killed while it sends a batch would leave the pool's reader
-        # waiting for the rest. One still at work after the grace is terminated, and one
-        # that ignores SIGTERM is killed: the pool's thread waits for its batch until the
-        # process is gone, and at exit Python's handler for process pools waits for that
-        # thread.
-        for process in _alive_after_grace(processes):
-            process.terminate()
-        for process in _alive_after_grace(processes):
-            process.kill()
-            process.join(CLOSE_GRACE_S)
+        """Stops the workers and whatever their stages started, and deletes the slots.
+
+        A worker told to stop ends its whole process group once the task at hand is
+        done; one still busy after `CLOSE_GRACE_S` has its group killed from here."""
+        processes, self._processes = self._processes, []
+        for worker in processes:
+            with contextlib.suppress(OSError):
+                worker.connection.send(None)
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        sentinels = [worker.process.sentinel for worker in processes]
+        while sentinels and time.monotonic() < deadline:
+            ended = multiprocessing.connection.wait(sentinels, deadline - time.monotonic())
+            sentinels = [sentinel for sentinel in sentinels if sentinel not in ended]
+        for worker in processes:
+            if worker.process.is_alive():
+                with contextlib.suppress(OSError):  # ended meanwhile, with its group
+                    os.killpg(worker.process.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            worker.process.join(CLOSE_GRACE_S)
+            worker.connection.close()
+        self._pending.clear()
+        self._answers.clear()
+        self._abandoned.clear()
         self._slots.close()
         self._slots = Slots()  # for the workers the next batch starts
+        _open.discard(self)
 
 
-def _alive_after_grace(processes: Sequence[BaseProcess]) -> list[BaseProcess]:
-    """The `processes` still running `CLOSE_GRACE_S` from now (sooner once all ended)."""
-    deadline = time.monotonic() + CLOSE_GRACE_S
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-    return [process for process in processes if process.is_alive()]
+@atexit.register
+def _close_all() -> None:
+    """At exit, before multiprocessing's own handler (which would wait for the workers to
+    finish their batches, forever for a stage that never returns): close every pool."""
+    for workers in list(_open):
+        workers.close()

@@ -1,26 +1,28 @@
 """How a pipeline worker hands a batch to the pipeline's process without pickling arrays.
 
-The pipeline's process owns a set of *slots*: files in shared memory (``/dev/shm`` where
-there is one) of one size, each mapped in its own memory and in every worker's. With each
-task it lends a worker a slot; the worker copies every numpy array of the batch into it
-(the one copy of the transport) and answers with the batch's structure, in which each
-array is replaced by its place in the slot. The pipeline's process turns that back into
-numpy arrays that are views of the slot, with no copy. The rest of the batch (strings,
-numbers, object arrays) is pickled as before.
+A *slot* is a file in shared memory (``/dev/shm`` where there is one), mapped in the
+pipeline's process and in the workers. With each task the pipeline's process lends a
+worker a free slot, when it has one of the size recent batches needed; the worker copies
+every numpy array of the batch into it (the one copy of the transport) and answers with
+the batch's structure, each array replaced by its place in the slot, and the pipeline's
+process turns that back into numpy arrays that are views of the slot: same dtype (byte
+order included), shape and writeable flag as the worker's arrays. Without a slot that
+fits, the worker makes one itself, of the size the batch needs, and the pipeline's
+process adopts it. The rest of a batch (strings, numbers, object arrays) is pickled.
 
-A slot is lent again only once nothing refers to the arrays in it: no leaf of the batch,
-no view of one, no jax array that aliases one. So a batch the user keeps is never
-overwritten; dropping it is what gives its slot back. Slots are made at the size the
-largest batch so far needed and reused, so a worker writes into memory it has already
-touched; a batch that does not fit its slot is pickled whole and its size makes the next
-slots larger. The very first batch has no slot (no size is known yet), so the workers
-make it alone, before any other (`Slots.sized`): batches asked for earlier would all
-come back pickled.
+A slot is lent again only once nothing refers to the arrays in it: no leaf of the
+batch, no view of one, no jax array that aliases one, so a batch the user keeps is
+never overwritten. A batch that fills less than a quarter of its slot is copied out
+and the slot lent again at once, so kept batches hold at most four times their bytes.
+New slots are sized for the largest batch among the last `WINDOW` answers, and a free
+slot more than four times that size is deleted: memory goes back after one large batch.
 
-Slots live as long as the pool of workers: closing it deletes their files (a slot still
-holding a kept batch stays mapped until the batch is dropped). Their names start with
-``datarax-batch-<pid>-``, so a worker whose pipeline's process is gone, even killed,
-deletes them all before it exits.
+Every slot file is named ``datarax-batch-<pid>-<start>-<set>-...`` after the process that
+owns it (its pid and start time) and the set of slots (one per pool) it belongs to.
+Closing a set deletes its files; a worker whose pipeline's process is gone, even killed,
+deletes that process's files; and a new set first deletes the files of every owner that
+is gone (`sweep_stale`), so files left by a process killed together with its workers
+(a kernel restart) go at the next start.
 """
 
 from __future__ import annotations
@@ -39,17 +41,71 @@ from typing import Any
 import jax
 import numpy as np
 
+from datarax._syscompat import proc_stat
+
+WINDOW = 16  # answers whose sizes decide the size of new slots
 _ALIGN = 64  # each array starts on a cache line (and where jax's CPU client can alias it)
 _PAGE = mmap.PAGESIZE
 # Each mapping is filled in at once, so neither side takes a page fault per page later.
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+_PREFIX = "datarax-batch-"
 
 
-def _shared_folder() -> str:
+def shared_folder() -> str:
     """Where slot files go: /dev/shm (memory) where it exists, else the temp folder."""
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
         return "/dev/shm"
     return tempfile.gettempdir()
+
+
+def _started(pid: int) -> int:
+    """When `pid` started (0 where the system cannot say)."""
+    stat = proc_stat(pid)
+    return 0 if stat is None else stat.start_time
+
+
+def owner_prefix(pid: int) -> str:
+    """The start of the names of the slot files owned by process `pid`."""
+    return f"{_PREFIX}{pid}-{_started(pid)}-"
+
+
+def delete_files_of(prefix: str) -> None:
+    """Deletes the slot files whose names start with `prefix` (an `owner_prefix`, read
+    while its process lived: a worker deletes them once that process is gone)."""
+    for path in glob.glob(os.path.join(shared_folder(), glob.escape(prefix) + "*")):
+        _unlink(path)
+
+
+def _gone(pid: int, started: int) -> bool:
+    if started:
+        return _started(pid) != started  # gone, or the pid now names another process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def sweep_stale() -> int:
+    """Deletes the slot files whose owning process is gone; returns how many."""
+    swept = 0
+    for path in glob.glob(os.path.join(shared_folder(), _PREFIX + "*")):
+        fields = os.path.basename(path)[len(_PREFIX) :].split("-")
+        try:
+            pid, started = int(fields[0]), int(fields[1])
+        except (IndexError, ValueError):
+            continue  # not a name this module made
+        if _gone(pid, started):
+            _unlink(path)
+            swept += 1
+    return swept
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):  # deleted already (by a worker, or at close)
+        os.unlink(path)
 
 
 def _map(path: str, size: int) -> mmap.mmap:
@@ -60,9 +116,27 @@ def _map(path: str, size: int) -> mmap.mmap:
         os.close(fd)  # the mapping keeps the memory
 
 
+def _make_file(prefix: str, size: int) -> tuple[str, mmap.mmap]:
+    """A new slot file of `size` bytes, allocated now, and its mapping."""
+    fd, path = tempfile.mkstemp(prefix=prefix, dir=shared_folder())
+    try:
+        # Allocates the memory now: a full /dev/shm is an OSError here, not a SIGBUS in
+        # a process writing to a page that cannot be had.
+        if hasattr(os, "posix_fallocate"):
+            os.posix_fallocate(fd, 0, size)
+        else:
+            os.ftruncate(fd, size)
+        return path, mmap.mmap(fd, size, flags=_MAP_FLAGS)
+    except OSError:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class _InSlot:
-    """Where one array of a batch lies in its slot."""
+    """Where one array of a batch lies in its slot (or in `Answer.arrays`)."""
 
     offset: int
     dtype: np.dtype
@@ -72,7 +146,7 @@ class _InSlot:
 
 @dataclass(frozen=True)
 class Lent:
-    """A slot lent to a worker with one task: the worker writes the batch there."""
+    """A slot: its file and size. Lent to a worker with a task, or made by one."""
 
     path: str
     size: int
@@ -80,13 +154,15 @@ class Lent:
 
 @dataclass(frozen=True)
 class Answer:
-    """A worker's answer to a task: the batch with each array replaced by its `_InSlot`
-    (`written`: the arrays are in the slot lent with the task), or the batch itself,
-    pickled (it did not fit, or no slot was lent); `needed` is the bytes it takes."""
+    """A worker's answer: the batch with each array replaced by its `_InSlot`, the arrays
+    in `slot` (None: the batch held no array with bytes, or shared memory was full and
+    the arrays travel pickled in `arrays`, in order); `needed` is the bytes they take."""
 
     batch: Any
-    written: bool
+    slot: Lent | None
     needed: int
+    arrays: tuple[np.ndarray, ...] = ()
+    seconds: tuple[float, float, float] = (0.0, 0.0, 0.0)  # reading, stages, into the slot
 
 
 def _shared(leaf: Any) -> bool:
@@ -113,46 +189,48 @@ def _layout(batch: Any) -> tuple[Any, list[tuple[_InSlot, np.ndarray]], int]:
 
 
 class WorkerSide:
-    """In a worker: the slots it was lent, each mapped once, and the answers it writes."""
+    """In a worker: the slots it was lent or made, each mapped once, and its answers."""
 
     def __init__(self) -> None:
         self._maps: dict[str, mmap.mmap] = {}
 
-    def answer(self, batch: Any, slot: Lent | None) -> Answer:
-        """`batch` written into `slot` when it fits, as the answer to send back."""
+    def answer(self, batch: Any, lent: Lent | None, prefix: str) -> Answer:
+        """`batch` written into `lent`, or into a slot made for it (its file named with
+        `prefix`, the set of slots that adopts it), as the answer to send back."""
+        self._unmap_deleted()
         skeleton, pairs, needed = _layout(batch)
-        if slot is None or needed > slot.size:
-            return Answer(batch, False, needed)
-        memory = self._maps.get(slot.path)
-        if memory is None:
-            try:
-                memory = _map(slot.path, slot.size)
-            except OSError:  # its pool is closing and deleted the file: nobody waits
-                return Answer(batch, False, needed)
-            # Smaller slots are never lent again (the parent deleted them): unmapped.
-            for path in [path for path, old in self._maps.items() if len(old) < slot.size]:
-                self._maps.pop(path).close()
-            self._maps[slot.path] = memory
+        if not pairs:
+            return Answer(batch, None, 0)
+        if not needed:  # only empty arrays: rebuilt there from their places alone
+            return Answer(skeleton, None, 0)
+        try:
+            slot, memory = self._slot_for(needed, lent, prefix)
+        except OSError:  # shared memory is full: the arrays travel pickled
+            return Answer(skeleton, None, needed, tuple(array for _, array in pairs))
         for place, array in pairs:
-            if array.size:
-                np.copyto(np.ndarray(array.shape, array.dtype, memory, place.offset), array)
-        return Answer(skeleton, True, needed)
+            np.copyto(np.ndarray(array.shape, array.dtype, memory, place.offset), array)
+        return Answer(skeleton, slot, needed)
+
+    def _slot_for(self, needed: int, lent: Lent | None, prefix: str) -> tuple[Lent, mmap.mmap]:
+        if lent is not None and needed <= lent.size:
+            memory = self._maps.get(lent.path)
+            if memory is None:
+                memory = self._maps[lent.path] = _map(lent.path, lent.size)
+            return lent, memory
+        path, memory = _make_file(prefix, -(-needed // _PAGE) * _PAGE)
+        self._maps[path] = memory
+        return Lent(path, len(memory)), memory
+
+    def _unmap_deleted(self) -> None:
+        """Unmaps the slots whose files the pipeline's process deleted: their memory goes
+        back only once no process maps them."""
+        for path in [path for path in self._maps if not os.path.exists(path)]:
+            self._maps.pop(path).close()
 
 
-def _prefix(owner: int) -> str:
-    """The start of the names of the slot files of the process `owner`."""
-    return f"datarax-batch-{owner}-"
-
-
-def delete_files_of(owner: int) -> None:
-    """Deletes the slot files of the process `owner` (it is gone: a worker calls this)."""
-    for path in glob.glob(os.path.join(_shared_folder(), glob.escape(_prefix(owner)) + "*")):
-        _unlink(path)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(OSError):  # deleted already (by another worker, or at close)
-        os.unlink(path)
+class _Slot:
+    def __init__(self, path: str, memory: mmap.mmap):
+        self.path, self.memory, self.size = path, memory, len(memory)
 
 
 def _delete_files(slots: dict[str, _Slot]) -> None:
@@ -160,103 +238,91 @@ def _delete_files(slots: dict[str, _Slot]) -> None:
         _unlink(path)
 
 
-class _Slot:
-    def __init__(self, size: int):
-        fd, self.path = tempfile.mkstemp(prefix=_prefix(os.getpid()), dir=_shared_folder())
-        try:
-            # Allocates the memory now: a full /dev/shm is an OSError here, not a SIGBUS
-            # in a worker writing to a page that cannot be had.
-            if hasattr(os, "posix_fallocate"):
-                os.posix_fallocate(fd, 0, size)
-            else:
-                os.ftruncate(fd, size)
-            self.memory = mmap.mmap(fd, size, flags=_MAP_FLAGS)
-        except OSError:
-            os.close(fd)
-            os.unlink(self.path)
-            raise
-        os.close(fd)
-        self.size = size
-
-
 class Slots:
     """The pipeline's process's side: slots to lend, and batches made from answers.
 
-    `lend` gives a slot for a task (None while no batch size is known or when shared
-    memory is full: the batch is then pickled); `batch` turns an answer into the batch;
-    `give_back` returns a slot whose answer will never be read. Safe to call from any
-    thread: slots come back from finalizers and futures' callbacks.
+    `lend` gives a free slot for a task (None while none fits: the worker makes one);
+    `batch` turns an answer into the batch; `give_back` returns a slot whose answer will
+    never be read. Safe to call from any thread: slots come back from finalizers.
     """
 
     def __init__(self) -> None:
+        sweep_stale()
+        self.prefix = f"{owner_prefix(os.getpid())}{id(self):x}-"
         self._free: collections.deque[_Slot] = collections.deque()
         self._files: dict[str, _Slot] = {}
-        self._size = 0  # the size of new slots: the most any batch needed so far
-        self._full = False  # making a slot failed: every batch is pickled from then on
-        self._answered = False  # whether a batch came back, telling the size slots need
+        self._recent: collections.deque[int] = collections.deque(maxlen=WINDOW)
         self._closed = False
         # Files left when this set is collected, or at exit, are deleted then.
         weakref.finalize(self, _delete_files, self._files)
 
+    @property
+    def target(self) -> int:
+        """The size new slots get: the most any of the last `WINDOW` batches needed."""
+        return -(-max(self._recent, default=0) // _PAGE) * _PAGE
+
     def lend(self) -> Lent | None:
-        """A slot for one task, or None: that task's batch comes back pickled."""
+        """A free slot for one task, or None: the worker then makes one of its own."""
+        target = self.target
         while self._free:
             try:
                 slot = self._free.popleft()
             except IndexError:  # taken by another thread between the test and the pop
                 break
-            if slot.size >= self._size:
+            if target <= slot.size <= 4 * target:
                 return Lent(slot.path, slot.size)
-            self._delete(slot)  # too small for the batches now
-        if self._closed or self._full or not self._size:
+            self._delete(slot)  # too small for the batches now, or far too large
+        if self._closed or not target:
             return None
         try:
-            slot = _Slot(-(-self._size // _PAGE) * _PAGE)
+            path, memory = _make_file(self.prefix, target)
         except OSError:
-            self._full = True
-            return None
-        self._files[slot.path] = slot
-        return Lent(slot.path, slot.size)
-
-    @property
-    def sized(self) -> bool:
-        """Whether a batch came back, telling the size slots need (none when it held no
-        array), or no slot will be lent (closed, or shared memory full)."""
-        return self._answered or self._closed or self._full
+            return None  # shared memory is full: the worker tries, or pickles
+        self._files[path] = _Slot(path, memory)
+        return Lent(path, target)
 
     def give_back(self, lent: Lent | None) -> None:
-        """`lent` can be lent again (its task was cancelled, failed or was not needed)."""
+        """`lent` can be lent again (its task was abandoned, failed or not needed)."""
         if lent is not None:
             self._release(self._files.get(lent.path))
 
+    def discard(self, answer: Answer | None, lent: Lent | None) -> None:
+        """Frees the slots of an answer that will never be read (None: the task failed)."""
+        self.give_back(lent)
+        if answer is not None and answer.slot is not None and answer.slot != lent:
+            self._release(self._adopt(answer.slot))
+
     def batch(self, answer: Answer, lent: Lent | None) -> Any:
         """The batch of the `answer` to the task `lent` went with. Its arrays are views of
-        that slot, lent again once all of them (and any view of them) are gone."""
-        self._size = max(self._size, answer.needed)
-        self._answered = True
-        if not answer.written or not answer.needed:  # nothing of the batch is in the slot
-            self.give_back(lent)
-            return answer.batch
-        assert lent is not None, "a worker wrote into a slot it was not lent"
-        slot = self._files[lent.path]
+        the answer's slot, lent again once all of them (and any view of them) are gone."""
+        if answer.slot != lent:
+            self.give_back(lent)  # not used: the worker made a slot, or needed none
+        if answer.needed:
+            self._recent.append(answer.needed)
+        if answer.slot is None:  # no bytes to share, or shared memory was full
+            arrays = iter(answer.arrays)
+            return _rebuilt(answer.batch, lambda place: next(arrays, None))
+        slot = self._adopt(answer.slot)
         whole = np.frombuffer(slot.memory, np.uint8, count=answer.needed)
+        if answer.needed * 4 < slot.size:  # small for its slot: copied out, slot free again
+            batch = _rebuilt(answer.batch, lambda place: _view(whole, place).copy())
+            self._release(slot)
+            return batch
         weakref.finalize(whole, self._release, slot).atexit = False
+        return _rebuilt(answer.batch, lambda place: _view(whole, place))
 
-        def view(leaf: Any) -> Any:
-            if not isinstance(leaf, _InSlot):
-                return leaf
-            stop = leaf.offset + math.prod(leaf.shape) * leaf.dtype.itemsize
-            array = whole[leaf.offset : stop].view(leaf.dtype).reshape(leaf.shape)
-            array.flags.writeable = leaf.writeable
-            return array
-
-        return jax.tree_util.tree_map(view, answer.batch, is_leaf=lambda x: isinstance(x, _InSlot))
+    def _adopt(self, lent: Lent) -> _Slot:
+        """The slot of `lent`, mapped here first when a worker made it."""
+        slot = self._files.get(lent.path)
+        if slot is None:
+            slot = self._files[lent.path] = _Slot(lent.path, _map(lent.path, lent.size))
+        return slot
 
     def _release(self, slot: _Slot | None) -> None:
         if slot is None:
             return
-        if self._closed:
-            self._delete(slot)
+        if self._closed or slot.size > 4 * max(self.target, _PAGE):
+            self._delete(slot)  # closed, or far larger than the batches now: memory back
         else:
             self._free.append(slot)
 
@@ -264,13 +330,44 @@ class Slots:
         if self._files.pop(slot.path, None) is not None:
             _unlink(slot.path)
 
+    def paths(self) -> set[str]:
+        """The slot files this set holds now."""
+        return set(self._files)
+
     def close(self) -> None:
-        """Deletes every slot file; a slot holding a kept batch stays mapped until then."""
+        """Deletes every slot file, those made by workers for answers never read
+        included; a slot holding a kept batch stays mapped until the batch is dropped."""
         self._closed = True
         for slot in list(self._files.values()):
             self._delete(slot)
         self._free.clear()
+        for path in glob.glob(os.path.join(shared_folder(), glob.escape(self.prefix) + "*")):
+            _unlink(path)
 
     def __len__(self) -> int:
         """How many slots exist now (lent or free)."""
         return len(self._files)
+
+
+def _view(whole: np.ndarray, place: _InSlot) -> np.ndarray:
+    stop = place.offset + math.prod(place.shape) * place.dtype.itemsize
+    array = whole[place.offset : stop].view(place.dtype).reshape(place.shape)
+    array.flags.writeable = place.writeable
+    return array
+
+
+def _rebuilt(skeleton: Any, array_of: Any) -> Any:
+    """`skeleton` with each `_InSlot` replaced by ``array_of(place)`` (an empty array of
+    its shape when that is None), with the worker's writeable flag."""
+
+    def fill(leaf: Any) -> Any:
+        if not isinstance(leaf, _InSlot):
+            return leaf
+        array = array_of(leaf)
+        if array is None:
+            array = np.empty(leaf.shape, leaf.dtype)
+        if not leaf.writeable:
+            array.flags.writeable = False
+        return array
+
+    return jax.tree_util.tree_map(fill, skeleton, is_leaf=lambda x: isinstance(x, _InSlot))

@@ -1,32 +1,56 @@
-"""What runs inside a pipeline's worker process: its start, and the making of a batch.
+"""What runs inside a pipeline's worker process: its start, its loop, and the making of
+a batch.
 
-A worker starts with JAX on CPU only, ignores Ctrl-C (the pipeline's process handles it
-and closes the pool), unpickles the source and stages once, and watches the pipeline's
-process: within `WATCH_S` of that process being gone, even killed, it deletes the
-process's batch slots and exits. Each task is the rows of one batch and a slot to
-write it into (`datarax.pipeline.workers._slots`).
+A worker starts with the pipeline's process's environment as it was when the pool
+started, JAX on CPU only, glibc told to keep freed memory (`Workers.keep_freed_memory`),
+and its own process group; it ignores Ctrl-C (the pipeline's process handles it and
+closes the pool) and unpickles the source and stages once. It then answers tasks in the
+order they come: the rows of one batch and a slot to write it into
+(`datarax.pipeline.workers._slots`). It watches the pipeline's process: once that is
+gone, even killed, it deletes that process's slot files and ends its process group.
+Asked to stop, it ends its process group too, so nothing its stages started outlives it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import pickle
+import select
 import signal
 import threading
 import time
+from multiprocessing.connection import Connection
 from typing import Any
 
-from datarax._syscompat import proc_stat
-from datarax.errors import SourceFileChangedError, WorkerError
-from datarax.pipeline._sources import Rows, read_rows
-from datarax.pipeline._stages import Stages, call_stage
-from datarax.pipeline.workers._guards import AT_START, check_jax_in_worker, run_jax_on_cpu
-from datarax.pipeline.workers._slots import Answer, Lent, WorkerSide, delete_files_of
+import jax
 
-WATCH_S = 0.2  # how often a worker checks that the pipeline's process is still there
-_work: tuple[Any, Stages] | None = None  # (source, stages), once per worker
-_unusable: SourceFileChangedError | None = None  # why the source could not load here
-_side = WorkerSide()  # the slots this worker writes batches into
+from datarax._syscompat import proc_stat
+from datarax.errors import NotPicklableError, WorkerError
+from datarax.pipeline._memory import keep_freed_memory
+from datarax.pipeline._options import Workers
+from datarax.pipeline._sources import Rows, read_rows
+from datarax.pipeline._stages import call_stage
+from datarax.pipeline.workers._guards import AT_START, check_jax_in_worker, run_jax_on_cpu
+from datarax.pipeline.workers._slots import (
+    Answer,
+    Lent,
+    WorkerSide,
+    delete_files_of,
+    owner_prefix,
+)
+
+WATCH_S = 0.2  # without pidfd: how often a worker checks that its pipeline's process lives
+_side = WorkerSide()
+
+
+def _end_group() -> None:
+    """Ends this worker and every process in its group (what its stages started); only
+    this worker when it leads no group of its own (its start failed before)."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(0)
 
 
 def _alive(pid: int) -> bool:
@@ -39,42 +63,103 @@ def _alive(pid: int) -> bool:
     return stat is None or stat.state != "Z"  # without /proc, os.kill said it exists
 
 
-def _watch_parent(parent: int) -> None:
+def _wait_for_exit(pid: int) -> None:
+    """Returns once process `pid` has ended (at once through a pidfd where Linux has one)."""
+    with contextlib.suppress(AttributeError, OSError):
+        descriptor = os.pidfd_open(pid)  # Linux 5.3+: readable once the process ends
+        select.select([descriptor], [], [])
+        return
+    while _alive(pid):
+        time.sleep(WATCH_S)
+
+
+def _leave(parent: int, files: str) -> None:
+    """Ends this worker's group; first, when the pipeline's process `parent` is gone, its
+    slot files (named starting with `files`), which nobody else will delete now."""
+    if not _alive(parent):
+        delete_files_of(files)
+    _end_group()
+
+
+def _watch_parent(parent: int, files: str) -> None:
     # Not os.getppid(): a forkserver's child has the forkserver as parent, and the
     # forkserver lives as long as its children do.
-    while _alive(parent):
-        time.sleep(WATCH_S)
-    delete_files_of(parent)  # its batch slots: nobody else will delete them now
-    os._exit(0)  # the pipeline's process is gone: nobody wants the batches any more
+    _wait_for_exit(parent)
+    _leave(parent, files)  # nobody wants the batches any more
 
 
-def start_worker(payload: bytes, parent: int, backend: str | None) -> None:
-    """The pool's initializer: `payload` is the pickled source and stages, `parent` the
-    pipeline's process and `backend` the platform JAX runs on there."""
-    global _work, _unusable
+def _start(
+    payload: bytes,
+    parent: int,
+    files: str,
+    backend: str | None,
+    environment: dict[str, str],
+    keep: int,
+) -> tuple[Any, tuple[Any, ...]] | Exception:
+    """Sets this worker up; its source and stages, or why they could not be loaded."""
+    os.environ.clear()
+    os.environ.update(environment)
     run_jax_on_cpu(backend)  # first: unpickling the source and stages may use JAX
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which closes us
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    os.setpgrp()
+    if keep:
+        keep_freed_memory(keep)
+    threading.Thread(target=_watch_parent, args=(parent, files), daemon=True).start()
     try:
         source, *stages = (pickle.loads(part) for part in pickle.loads(payload))
-    except SourceFileChangedError as error:
-        # Raised by every batch asked for, so that it reaches the caller as it is: an
-        # initializer that raises only breaks the pool, which says a worker died.
-        _unusable = error
-        return
-    _work = source, Stages("stages", stages)
+    except Exception as error:  # raised by every batch asked for, to reach the caller
+        error.add_note("Raised in a pipeline worker process loading the source and stages.")
+        return error
+    return source, tuple(stages)
 
 
-def make_batch(rows: Rows, slot: Lent | None) -> Answer:
-    """The rows read from the source, through every host stage, written into `slot`."""
-    if _unusable is not None:
-        raise _unusable.with_traceback(None)
-    assert _work is not None, "the worker was not started by start_worker"
-    source, stages = _work
+def serve(
+    connection: Connection,
+    payload: bytes,
+    parent: int,
+    backend: str | None,
+    environment: dict[str, str],
+    options: Workers,
+) -> None:
+    """A worker's life: set up, then answer each task until told to stop (None)."""
+    files = owner_prefix(parent)  # read now, while the pipeline's process is there
+    work = _start(payload, parent, files, backend, environment, options.keep_freed_memory)
+    last = "the source's __getitem__"
+    if isinstance(work, tuple) and work[1]:
+        last = f"stages[{len(work[1]) - 1}]"
+    while True:
+        try:
+            task = connection.recv()
+        except (EOFError, OSError):  # the pipeline's process closed the pipe, or is gone
+            task = None
+        if task is None:
+            connection.close()
+            _leave(parent, files)
+            return
+        number, rows, lent, prefix = task
+        try:
+            reply = number, True, make_batch(work, rows, lent, prefix)
+        except Exception as error:
+            reply = number, False, error
+        _send(connection, reply, last)
+
+
+def make_batch(
+    work: tuple[Any, tuple[Any, ...]] | Exception,
+    rows: Rows,
+    lent: Lent | None,
+    prefix: str,
+) -> Answer:
+    """The rows read from the source, through every host stage, written into `lent`."""
+    if isinstance(work, Exception):
+        raise work.with_traceback(None)
+    source, stages = work
     check_jax_in_worker(AT_START)
+    start = time.perf_counter()
     batch = read_rows(source, rows)
+    read = time.perf_counter()
     check_jax_in_worker("the source's __getitem__")
-    for position, stage in enumerate(stages.stages):
+    for position, stage in enumerate(stages):
         where = f"stages[{position}]"
         try:
             batch = call_stage(stage, where, batch)
@@ -88,7 +173,47 @@ def make_batch(rows: Rows, slot: Lent | None) -> Answer:
                     "arguments its args do not hold). Run with workers=0 to get it as it is."
                 ) from None
             raise
-    return _side.answer(batch, slot)
+    made = time.perf_counter()
+    answer = _side.answer(batch, lent, prefix)
+    seconds = (read - start, made - read, time.perf_counter() - made)
+    return dataclasses.replace(answer, seconds=seconds)
+
+
+def _unpicklable(tree: Any) -> str:
+    """The path of the first leaf of `tree` that cannot be pickled (empty: the whole)."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        try:
+            pickle.dumps(leaf)
+        except Exception:  # pickle raises several types: any means this leaf
+            return jax.tree_util.keystr(path)
+    return ""
+
+
+def _send(connection: Connection, reply: tuple[int, bool, Any], last: str) -> None:
+    """Sends `reply`; an answer that cannot be pickled becomes the error that says why
+    (`last` names the stage that made the batch)."""
+    try:
+        connection.send(reply)
+    except (pickle.PicklingError, TypeError, AttributeError) as error:
+        number, succeeded, answer = reply
+        if succeeded:
+            where = _unpicklable(answer.batch)
+            what = f"batch{where}, returned by {last}," if where else f"the batch {last} returned"
+        else:
+            what = f"the error {answer!r}"
+        connection.send(
+            (
+                number,
+                False,
+                NotPicklableError(
+                    f"{what} cannot be pickled to come back from a pipeline worker process "
+                    f"({type(error).__name__}: {error}). Host stages must return host data "
+                    "(numpy arrays, numbers, strings, lists and dicts of them), not "
+                    "generators, lambdas or open files; or use workers=0.",
+                    part="the batch" if succeeded else "an error",
+                ),
+            )
+        )
 
 
 def _round_trips(error: BaseException) -> bool:

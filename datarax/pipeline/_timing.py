@@ -1,0 +1,108 @@
+"""Where a pipeline's time goes, batch by batch, measured as it runs.
+
+Every batch records the seconds spent reading its rows, in the host stages, moving it
+between processes (into and out of its shared-memory slot), waiting for a worker, placing
+it on devices (global batches), in the device stages, and the time the caller spent
+between taking this batch and asking for the next (its step). With workers, reading,
+the stages and the move into the slot happen in a worker, side by side with the other
+workers and with this process; the rest happens here. A few clock reads per batch: the
+cost is microseconds, so it is always on, over the last `KEEP` batches.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+
+KEEP = 256  # batches a pipeline remembers the times of
+PARTS = ("read", "stages", "move", "wait", "place", "device_stages", "step")
+_WHERE = {
+    "read": "reading rows",
+    "stages": "host stages",
+    "move": "moving between processes",
+    "wait": "waiting for a worker",
+    "place": "copying to devices",
+    "device_stages": "device stages",
+    "step": "your step (between batches)",
+}
+
+
+@dataclasses.dataclass
+class BatchTimes:
+    """The seconds one batch spent in each part (see the module's docstring)."""
+
+    read: float = 0.0
+    stages: float = 0.0
+    move: float = 0.0
+    wait: float = 0.0
+    place: float = 0.0
+    device_stages: float = 0.0
+    step: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeReport:
+    """Mean milliseconds per batch in each part, over the last `batches` batches.
+
+    Attributes:
+        batches: how many batches the means are over.
+        workers: the pipeline's worker processes (0: everything in this process).
+        ms: each part's mean milliseconds per batch, by name (`PARTS`).
+        in_workers: the parts that ran in the workers, side by side with this process.
+        workers_choice: with ``workers="auto"``, what was chosen and why.
+    """
+
+    batches: int
+    workers: int
+    ms: dict[str, float]
+    in_workers: tuple[str, ...]
+    workers_choice: str = ""
+
+    def table(self) -> str:
+        """One line per part, its mean milliseconds per batch and where it ran."""
+        lines = [f"mean ms per batch over the last {self.batches} batches"]
+        for part in PARTS:
+            where = "a worker" if part in self.in_workers else "this process"
+            lines.append(f"  {_WHERE[part]:<29} {self.ms[part]:9.2f}  ({where})")
+        if self.workers_choice:
+            lines.append(self.workers_choice)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+class Timings:
+    """The times of a pipeline's last `KEEP` batches, and the clock of the caller's step."""
+
+    def __init__(self) -> None:
+        self._batches: collections.deque[BatchTimes] = collections.deque(maxlen=KEEP)
+        self._returned: float | None = None  # when the last batch went to the caller
+        self._step = 0.0
+
+    def asked(self) -> None:
+        """The caller asks for a batch: the time since the last one is its step."""
+        now = time.perf_counter()
+        self._step = 0.0 if self._returned is None else now - self._returned
+
+    def returned(self, times: BatchTimes) -> None:
+        """A batch with `times` goes to the caller now."""
+        times.step = self._step
+        self._batches.append(times)
+        self._returned = time.perf_counter()
+
+    def epoch_ended(self) -> None:
+        """The time until the next epoch's first batch is not a step."""
+        self._returned = None
+
+    def report(self, workers: int, in_workers: bool, choice: str) -> TimeReport:
+        """The means over the batches remembered."""
+        count = len(self._batches)
+        ms = {
+            part: 1e3 * sum(getattr(times, part) for times in self._batches) / max(count, 1)
+            for part in PARTS
+        }
+        return TimeReport(
+            count, workers, ms, ("read", "stages", "move") if in_workers else (), choice
+        )
