@@ -16,8 +16,8 @@ import dataclasses
 import time
 
 KEEP = 256  # batches a pipeline remembers the times of
-PARTS = ("read", "stages", "move", "wait", "place", "device_stages", "step")
-_WHERE = {
+PARTS: tuple[str, ...] = ("read", "stages", "move", "wait", "place", "device_stages", "step")
+WHERE: dict[str, str] = {
     "read": "reading rows",
     "stages": "host stages",
     "move": "moving between processes",
@@ -39,6 +39,7 @@ class BatchTimes:
     place: float = 0.0
     device_stages: float = 0.0
     step: float = 0.0
+    start: float = 0.0  # waiting for worker processes to start (the first batch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +51,8 @@ class TimeReport:
         workers: the pipeline's worker processes (0: everything in this process).
         ms: each part's mean milliseconds per batch, by name (`PARTS`).
         in_workers: the parts that ran in the workers, side by side with this process.
+        start_s: seconds spent waiting for worker processes to start, once; left out of
+            the means, where it would count as waiting.
         workers_choice: with ``workers="auto"``, what was chosen and why.
     """
 
@@ -57,6 +60,7 @@ class TimeReport:
     workers: int
     ms: dict[str, float]
     in_workers: tuple[str, ...]
+    start_s: float = 0.0
     workers_choice: str = ""
 
     def table(self) -> str:
@@ -64,7 +68,9 @@ class TimeReport:
         lines = [f"mean ms per batch over the last {self.batches} batches"]
         for part in PARTS:
             where = "a worker" if part in self.in_workers else "this process"
-            lines.append(f"  {_WHERE[part]:<29} {self.ms[part]:9.2f}  ({where})")
+            lines.append(f"  {WHERE[part]:<29} {self.ms[part]:9.2f}  ({where})")
+        if self.start_s:
+            lines.append(f"starting the workers took {self.start_s:.2f} s, once")
         if self.workers_choice:
             lines.append(self.workers_choice)
         return "\n".join(lines)
@@ -103,6 +109,6 @@ class Timings:
             part: 1e3 * sum(getattr(times, part) for times in self._batches) / max(count, 1)
             for part in PARTS
         }
-        return TimeReport(
-            count, workers, ms, ("read", "stages", "move") if in_workers else (), choice
-        )
+        in_worker = ("read", "stages", "move") if in_workers else ()
+        start = sum(times.start for times in self._batches)
+        return TimeReport(count, workers, ms, in_worker, start, choice)

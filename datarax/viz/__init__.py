@@ -5,6 +5,7 @@
 `playground()` is an interactive widget to try meshes, hosts and specs on real arrays;
 `summarize` and `summary_table` list, per leaf of a pytree, the global shape, the
 PartitionSpec, each device's shard shape and bytes, and how many copies exist;
+`plot_time_report` draws where a pipeline's time per batch goes;
 `device_colors`, `host_colors` and `host_hatch` give the colours (and, from host 4 on,
 the marks) every picture here uses, so a notebook's own figures can match them. All of
 it only reads the arrays' shardings; no data is moved or copied.
@@ -48,5 +49,7 @@ from ._tables import format_spec as format_spec
 from ._tables import leaf_summaries as leaf_summaries
 from ._tables import summarize as summarize
 from ._tables import summary_table as summary_table
+from ._time_report import TimeReportPlot as TimeReportPlot
+from ._time_report import plot_time_report as plot_time_report
 from ._timeline import TimelinePlot as TimelinePlot
 from ._timeline import plot_timeline as plot_timeline

@@ -117,7 +117,8 @@ class HostWorkers:
         wanted = self._wanted(epoch, index, end, next_end)
         for key in [key for key in self._pending if key not in wanted]:
             self._abandon(self._pending.pop(key))
-        if not self._processes:
+        starting = not self._processes
+        if starting:
             self._start()
         self._send(wanted, rows_of)
         task = self._pending.pop((epoch, index))
@@ -133,7 +134,10 @@ class HostWorkers:
         unpacking = time.perf_counter()
         batch = self._slots.batch(answer, task.lent)
         times.read, times.stages, into_slot = answer.seconds
-        times.wait = unpacking - waiting
+        if starting:  # the first answer waited for the workers to start
+            times.start = unpacking - waiting
+        else:
+            times.wait = unpacking - waiting
         times.move = into_slot + time.perf_counter() - unpacking
         self._send(self._wanted(epoch, index + 1, end, next_end), rows_of)
         return batch
