@@ -16,10 +16,11 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
 from datarax.pipeline._sources import Rows
-from datarax.sharding._checks import leaf_name, named_leaf_sharding
+from datarax.sharding._checks import leaf_name
 from datarax.sharding._global_arrays import CheckedSignatures, make_global
 from datarax.sharding._ledger import RowLedger
 from datarax.sharding._placement import local_index
+from datarax.sharding._sharding_checks import named_leaf_sharding
 from datarax.sharding.array_sharder import ArraySharder
 
 Index = tuple[slice | np.ndarray, ...]

@@ -42,8 +42,8 @@ from datarax.pipeline._sources import ArraySource, RandomAccessSource, Rows, rea
 from datarax.pipeline._state import check_pipeline_state
 from datarax.pipeline._worker_checks import leave_if_importing_main
 from datarax.pipeline._workers import HostWorkers, pickled_for_workers
-from datarax.sharding._checks import check_sharding_type
 from datarax.sharding._exchange import FEEDING
+from datarax.sharding._sharding_checks import check_sharding
 
 Batch = Any
 Stage = Callable[[Batch], Batch]
@@ -266,7 +266,7 @@ class Pipeline:
                 "drop_remainder=True, so no batch would be produced. Use a smaller "
                 "batch_size or drop_remainder=False."
             )
-        self.sharding = None if sharding is None else check_sharding_type(sharding)
+        self.sharding = None if sharding is None else check_sharding(sharding)
         self._global = None
         if self.sharding is not None:
             remainder = 0 if self.drop_remainder else rows % batch

@@ -9,7 +9,7 @@ from typing import Any
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
-from datarax.sharding._checks import check_spec_against_mesh
+from datarax.sharding._sharding_checks import check_spec_against_mesh
 from datarax.sharding._transforms import per_device_transform
 
 MeshAxes = str | tuple[str, ...] | None

@@ -9,14 +9,15 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
-from datarax._caches import BoundedCache
 from datarax._compat import on_auto_mesh
 from datarax._validate import check_bool
 from datarax.sharding._base import SharderModule
-from datarax.sharding._checks import check_keys_sortable, leaf_shardings
+from datarax.sharding._checks import check_keys_sortable
 from datarax.sharding._flat_transfer import flat_shardings, place_flat
+from datarax.sharding._sharding_checks import leaf_shardings
+from datarax.sharding._signature import PlanCache
 
-_plans: BoundedCache[Sharding | list[Sharding]] = BoundedCache("placement plans", 1024)
+_plans: PlanCache[Sharding | list[Sharding]] = PlanCache("placement plans", 1024)
 
 
 def plan_shardings(
@@ -26,36 +27,22 @@ def plan_shardings(
 
     The target is one sharding when every leaf gets the same one (the usual case,
     and measurably faster to place than a list), else one validated sharding per
-    leaf. Validation runs once per (structure, leaf shapes and dtypes, sharding);
-    later calls with the same signature cost a flatten and a dictionary lookup. Whether
-    a jax leaf was deleted (or donated) is part of the signature, so a plan made for
-    live arrays never places a deleted one: validation names it.
+    leaf. Validation, of the sharding and of every leaf, runs once per batch
+    signature (`batch_signature`); later calls with the same signature cost a flatten
+    and a dictionary lookup.
     """
     try:
         leaves, treedef = jax.tree_util.tree_flatten(batch)
     except (TypeError, ValueError):
         check_keys_sortable(batch)
         raise
-    signature = tuple(
-        (
-            type(leaf),
-            getattr(leaf, "shape", None),
-            getattr(leaf, "dtype", None),
-            isinstance(leaf, jax.Array) and leaf.is_deleted(),
-        )
-        for leaf in leaves
-    )
-    key = (treedef, signature, sharding)
-    try:
-        shardings = _plans.get(key)
-    except TypeError:  # unhashable, so not a Sharding: validation below says so
-        shardings = None
-    if shardings is None:
+
+    def make() -> Sharding | list[Sharding]:
         per_leaf = leaf_shardings(batch, sharding)
         shared = all(leaf is per_leaf[0] for leaf in per_leaf)
-        shardings = per_leaf[0] if per_leaf and shared else list(per_leaf)
-        _plans.put(key, shardings)
-    return leaves, treedef, shardings
+        return per_leaf[0] if per_leaf and shared else list(per_leaf)
+
+    return leaves, treedef, _plans.plan(treedef, leaves, sharding, make)[1]
 
 
 class ArraySharder(SharderModule):

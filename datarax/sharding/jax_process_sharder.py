@@ -24,23 +24,21 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 from flax import nnx
-from jax.sharding import NamedSharding, Sharding
+from jax.sharding import Sharding
 
 from datarax._validate import check_bool, check_int, check_process
 from datarax.sharding._base import AxisRules, SharderModule, SharderModuleConfig, resolve_rules
 from datarax.sharding._checks import (
-    check_devices_known,
     check_keys_sortable,
     check_known_container,
     check_not_deleted,
     check_rows_agree,
-    check_sharding_type,
     flatten_with_path,
     leaf_name,
-    named_leaf_sharding,
 )
 from datarax.sharding._global_arrays import CheckedSignatures, make_global
-from datarax.sharding._placement import local_index
+from datarax.sharding._placement import host_index
+from datarax.sharding._sharding_checks import check_sharding, leaf_sharding
 from datarax.sharding.array_sharder import ArraySharder
 
 Data = TypeVar("Data")
@@ -132,10 +130,10 @@ def _take(value: Any, index: tuple[slice | np.ndarray, ...]) -> Any:
     return value
 
 
-def _leaf_sharding(name: str, shape: tuple[int, ...], sharding: Sharding) -> Sharding:
-    if isinstance(sharding, NamedSharding):
-        return named_leaf_sharding(name, shape, sharding)
-    return sharding
+def _mine(name: str, value: Any, shape: tuple[int, ...], sharding: Sharding) -> Any:
+    """This host's part of `value` (a leaf or a list of rows, of `shape`) under `sharding`."""
+    index = host_index(leaf_sharding(name, shape, sharding), shape, jax.process_index())
+    return _take(value, index)
 
 
 class _Unset(enum.Enum):
@@ -293,8 +291,7 @@ class JaxProcessSharder(SharderModule):
         """
         if sharding is not None:
             self._refuse_pretend("shard_data(data, sharding=...)")
-            check_sharding_type(sharding)
-            check_devices_known(sharding)
+            check_sharding(sharding)
         if isinstance(data, (list, tuple)) or jax.tree_util.treedef_is_leaf(
             flatten_with_path(data, "data")[1]
         ):
@@ -304,7 +301,7 @@ class JaxProcessSharder(SharderModule):
                 start, stop = self.bounds(rows)
                 return data[start:stop]  # type: ignore[index]
             shape = (rows,) if isinstance(data, (list, tuple)) else tuple(np.shape(data))  # type: ignore[arg-type]
-            return _take(data, local_index(_leaf_sharding("data", shape, sharding), shape))
+            return _mine("data", data, shape, sharding)
         named, treedef = _leaves(data)
         arrays = [leaf for leaf in named if np.ndim(leaf[1]) or leaf[2]]
         rows = [(name, _rows_of(leaf, name, inner)) for name, leaf, inner in arrays]
@@ -315,11 +312,10 @@ class JaxProcessSharder(SharderModule):
             start, stop = self.bounds(rows[0][1])
             parts = [leaf[start:stop] if np.ndim(leaf) else leaf for _, leaf, _ in named]
         else:
-            parts = []
-            for name, leaf, _ in named:
-                shape = tuple(np.shape(leaf))
-                index = local_index(_leaf_sharding(name, shape, sharding), shape)
-                parts.append(_take(leaf, index) if shape else leaf)
+            parts = [
+                _mine(name, leaf, np.shape(leaf), sharding) if np.ndim(leaf) else leaf
+                for name, leaf, _ in named
+            ]
         return jax.tree_util.tree_unflatten(treedef, parts)
 
     def shard(self, batch: Any, sharding: Sharding) -> Any:
