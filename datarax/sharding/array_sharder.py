@@ -10,6 +10,7 @@ import jax
 from jax.sharding import Sharding
 
 from datarax._compat import on_auto_mesh
+from datarax._deprecated import ArraySharderAliases
 from datarax._validate import check_bool
 from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import check_keys_sortable
@@ -45,7 +46,7 @@ def plan_shardings(
     return leaves, treedef, _plans.plan(treedef, leaves, sharding, make)[1]
 
 
-class ArraySharder(SharderModule):
+class ArraySharder(SharderModule, ArraySharderAliases):
     """Places a batch (any pytree of arrays and numbers) onto devices.
 
     Host (numpy) leaves are copied straight into their shards on each device, never
@@ -107,11 +108,6 @@ class ArraySharder(SharderModule):
             raise
         return jax.tree_util.tree_unflatten(treedef, placed)
 
-    @staticmethod
-    def shard_static(batch: Any, sharding: Sharding) -> Any:
-        """``ArraySharder().shard(batch, sharding)``, as a static method (original API)."""
-        return _ONE.shard(batch, sharding)
-
     def shard_with_info(
         self, batch: Any, sharding: Sharding, info: dict[str, Any] | None = None
     ) -> Any:
@@ -145,17 +141,3 @@ class ArraySharder(SharderModule):
             "shardings": jax.tree_util.tree_map(lambda leaf: leaf.sharding, placed),
         }
         return placed
-
-    @staticmethod
-    def shard_with_info_static(
-        batch: Any, sharding: Sharding, info: dict[str, Any] | None = None
-    ) -> Any:
-        """`shard_with_info` as a static method (original API)."""
-        return _ONE.shard_with_info(batch, sharding, info)
-
-    def apply_parallel_transform(self, batch: Any, transform_fn: Any, *args: Any) -> Any:
-        """`parallel_transform` under its other name in the original API."""
-        return self.parallel_transform(batch, transform_fn, *args)
-
-
-_ONE = ArraySharder()

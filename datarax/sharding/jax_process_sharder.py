@@ -17,8 +17,6 @@ Two ways to choose a host's rows:
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from typing import Any, TypeVar
 
 import jax
@@ -26,8 +24,9 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Sharding
 
-from datarax._validate import check_bool, check_int, check_process
-from datarax.sharding._base import AxisRules, SharderModule, SharderModuleConfig, resolve_rules
+from datarax._deprecated import UNSET, JaxProcessSharderConfig, Unset, from_config
+from datarax._validate import AxisRules, check_bool, check_int, check_process
+from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import (
     check_keys_sortable,
     check_known_container,
@@ -136,37 +135,6 @@ def _mine(name: str, value: Any, shape: tuple[int, ...], sharding: Sharding) -> 
     return _take(value, index)
 
 
-class _Unset(enum.Enum):
-    """The default of a keyword that a config may give instead."""
-
-    UNSET = enum.auto()
-
-    def __repr__(self) -> str:  # how signatures show it
-        return "<True, or config's>"
-
-
-_UNSET = _Unset.UNSET
-
-
-@dataclasses.dataclass(frozen=True)
-class JaxProcessSharderConfig(SharderModuleConfig):
-    """`JaxProcessSharder`'s settings as one object, the form of the original datarax API.
-
-    ``JaxProcessSharderModule(JaxProcessSharderConfig(drop_remainder=False))`` is
-    ``JaxProcessSharder(drop_remainder=False)``.
-
-    Attributes:
-        drop_remainder: give every host the same number of rows (see `shard_bounds`).
-        sharding_rules: logical-to-mesh axis pairs, or None.
-    """
-
-    drop_remainder: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_bool("drop_remainder", self.drop_remainder)
-
-
 class JaxProcessSharder(SharderModule):
     """Gives each JAX process its part of the data and builds global arrays from the parts.
 
@@ -178,11 +146,10 @@ class JaxProcessSharder(SharderModule):
 
     Also exported as ``JaxProcessSharderModule``.
 
-    Settings come as keywords or as a `JaxProcessSharderConfig` (the original datarax
-    form); giving one setting both ways is an error.
-
     Args:
-        config: the settings as a `JaxProcessSharderConfig`, or None.
+        config: deprecated: the settings as a `JaxProcessSharderConfig` (the original
+            datarax API's form), or None; giving a setting both there and as a keyword
+            is an error. Pass them as keywords instead.
         drop_remainder: without a sharding, give every host the same number of rows
             (the default), dropping up to ``process_count - 1`` rows; otherwise the
             first hosts get one more.
@@ -207,11 +174,13 @@ class JaxProcessSharder(SharderModule):
         (2, 4)
     """
 
+    _config_class = JaxProcessSharderConfig
+
     def __init__(
         self,
         config: JaxProcessSharderConfig | None = None,
         *,
-        drop_remainder: bool | _Unset = _UNSET,
+        drop_remainder: bool | Unset = UNSET,
         check_every_batch: bool = False,
         process_index: int | None = None,
         process_count: int | None = None,
@@ -219,14 +188,10 @@ class JaxProcessSharder(SharderModule):
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
     ):
-        rules = resolve_rules(config, axis_rules, JaxProcessSharderConfig)
+        rules, drop_remainder = from_config(
+            config, JaxProcessSharderConfig, axis_rules, drop_remainder
+        )
         super().__init__(axis_rules=rules, rngs=rngs, name=name)
-        if isinstance(drop_remainder, _Unset):
-            drop_remainder = True if config is None else config.drop_remainder
-        elif config is not None:
-            raise ValueError(
-                "drop_remainder was given twice, in config and as a keyword; pass it once."
-            )
         self.drop_remainder = check_bool("drop_remainder", drop_remainder)
         count = jax.process_count() if process_count is None else process_count
         index = jax.process_index() if process_index is None else process_index
@@ -234,11 +199,6 @@ class JaxProcessSharder(SharderModule):
         self.local_device_count = jax.local_device_count()
         self.check_every_batch = check_bool("check_every_batch", check_every_batch)
         self._checked = CheckedSignatures()  # this sharder's own: a new one checks again
-
-    @property
-    def config(self) -> JaxProcessSharderConfig:
-        """The settings as a config object (the original datarax API's form)."""
-        return JaxProcessSharderConfig(self.axis_rules, self.drop_remainder)
 
     def _is_pretend(self) -> bool:
         return (self.process_index, self.process_count) != (
