@@ -110,8 +110,8 @@ class RowLedger:
     Raises:
         TypeError: `sharding` is not a Sharding, or `host_of` is not usable.
         ValueError: `num_rows` does not split the way the sharding needs.
-        MeshError: the spec does not fit the mesh, the mesh lists a device twice, or
-            (without `host_of`) the sharding uses devices no started backend lists.
+        MeshError: the mesh lists a device twice, or (without `host_of`) the sharding
+            uses devices that no started backend lists.
 
     Example:
         >>> mesh = jax.make_mesh((4, 2), ("data", "model"))
@@ -123,7 +123,7 @@ class RowLedger:
     """
 
     def __init__(self, sharding: Sharding, num_rows: int, *, host_of: HostOf = None):
-        # With the devices' own hosts they must be this runtime's; a plan needs not.
+        # A plan (host_of given) may use any devices; the devices' own hosts, only live ones.
         self.sharding = check_sharding(sharding, live_devices=host_of is None)
         self.num_rows = check_int("num_rows", num_rows, minimum=0)
         rows = _row_sharding(sharding)

@@ -82,8 +82,8 @@ def check_live_devices(sharding: Sharding) -> None:
     """Raises MeshError when `sharding` uses a device that no started backend lists.
 
     Any backend counts, not only the default one: a one-chip TPU beside simulated CPU
-    devices serves shardings over either. A device of an earlier runtime (before
-    ``jax.clear_backends``, say) is refused.
+    devices serves shardings over either. A device its backend no longer lists (one of
+    an earlier runtime) is refused.
     """
     unknown = []
     for platform in sorted({device.platform for device in sharding.device_set}):
