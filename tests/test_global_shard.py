@@ -21,6 +21,7 @@ import datarax
 from datarax.errors import HostMismatchError, LeafShapeError, LeafTypeError
 from datarax.sharding import ArraySharder, JaxProcessSharder
 from datarax.sharding import _global_arrays as global_arrays
+from datarax.sharding._batch_agreement import check_agreement
 
 
 def _batch() -> dict[str, Any]:
@@ -160,21 +161,19 @@ def _message(
     }
 
 
-def _plan(mesh_2d: Mesh) -> Any:
-    sharding = NamedSharding(mesh_2d, P("data"))
-    leaf = global_arrays._Leaf("batch['x']", sharding, "float32", (16, 3), None, {}, ())
-    return global_arrays._Plan((leaf,), "PyTreeDef({'x': *})", "", always=False)
+def _leaves(mesh_2d: Mesh) -> list[tuple[str, NamedSharding]]:
+    return [("batch['x']", NamedSharding(mesh_2d, P("data")))]
 
 
 def test_hosts_that_agree_pass(mesh_2d: Mesh) -> None:
     same = _message([16, 3], [16, 3], {"0:8,0:3": "aa"})
-    global_arrays._check_agreement([same, same, _message([8, 3], [16, 3])], _plan(mesh_2d))
+    check_agreement([same, same, _message([8, 3], [16, 3])], _leaves(mesh_2d))
 
 
 def test_hosts_whose_rows_make_different_global_batches_are_named(mesh_2d: Mesh) -> None:
     messages = [_message([8, 3], [16, 3]), _message([8, 3], [8, 3])]
     with pytest.raises(HostMismatchError) as caught:
-        global_arrays._check_agreement(messages, _plan(mesh_2d))
+        check_agreement(messages, _leaves(mesh_2d))
     error = caught.value
     assert (error.what, error.leaf, error.values) == (
         "global shape",
@@ -191,19 +190,19 @@ def test_hosts_whose_rows_make_different_global_batches_are_named(mesh_2d: Mesh)
 
 def test_the_host_at_odds_is_named_among_three(mesh_2d: Mesh) -> None:
     """Of three hosts, the one whose batch differs from the other two is at odds."""
-    plan = _plan(mesh_2d)
+    leaves = _leaves(mesh_2d)
     rows = [_message([8, 3], [16, 3]), _message([4, 3], [8, 3]), _message([8, 3], [16, 3])]
     with pytest.raises(HostMismatchError) as caught:
-        global_arrays._check_agreement(rows, plan)
+        check_agreement(rows, leaves)
     assert caught.value.processes == (1,)
     holding_none = [_message([8, 3], [16, 3]), _message([0, 3], None), _message([4, 3], [8, 3])]
     with pytest.raises(HostMismatchError) as caught:
-        global_arrays._check_agreement(holding_none, plan)
+        check_agreement(holding_none, leaves)
     assert caught.value.values == [(16, 3), None, (8, 3)]
     assert caught.value.processes == (0, 2)  # a host that holds none is never at odds
     dtypes = [_message([8], [16], dtype=d) for d in ("float32", "int32", "float32")]
     with pytest.raises(HostMismatchError) as caught:
-        global_arrays._check_agreement(dtypes, plan)
+        check_agreement(dtypes, leaves)
     assert (caught.value.what, caught.value.processes) == ("dtype", (1,))
 
 
@@ -213,7 +212,7 @@ def test_replicas_with_different_data_are_named(mesh_2d: Mesh) -> None:
         _message([16, 3], [16, 3], {"0:8,0:3": "aa", "8:16,0:3": "cc"}),
     ]
     with pytest.raises(HostMismatchError) as caught:
-        global_arrays._check_agreement(messages, _plan(mesh_2d))
+        check_agreement(messages, _leaves(mesh_2d))
     error = caught.value
     assert (error.what, error.leaf, error.values, error.processes) == (
         "replicated data",
@@ -229,16 +228,14 @@ def test_replicas_with_different_data_are_named(mesh_2d: Mesh) -> None:
 
 
 def test_other_disagreements_are_named(mesh_2d: Mesh) -> None:
-    plan = _plan(mesh_2d)
+    leaves = _leaves(mesh_2d)
     with pytest.raises(HostMismatchError) as caught:
-        global_arrays._check_agreement(
-            [_message([8], [16]), _message([8], [16], dtype="int32")], plan
-        )
+        check_agreement([_message([8], [16]), _message([8], [16], dtype="int32")], leaves)
     assert (caught.value.what, caught.value.values) == ("dtype", ["float32", "int32"])
     assert "dtype of batch['x']: float32 on process 0, int32 on process 1" in str(caught.value)
     with pytest.raises(HostMismatchError) as caught:
-        global_arrays._check_agreement(
-            [_message([8], [16]), _message([8], [16], tree="PyTreeDef({'y': *})")], plan
+        check_agreement(
+            [_message([8], [16]), _message([8], [16], tree="PyTreeDef({'y': *})")], leaves
         )
     assert (caught.value.what, caught.value.leaf) == ("structure", None)
     assert caught.value.values == ["PyTreeDef({'x': *})", "PyTreeDef({'y': *})"]
@@ -251,8 +248,8 @@ def test_an_error_found_on_one_host_is_raised_on_every_host(mesh_2d: Mesh) -> No
     failed = _message([8], None)
     failed["leaves"][0]["error"] = found.error
     with pytest.raises(LeafTypeError) as caught:
-        global_arrays._check_agreement([_message([8], [16]), failed], _plan(mesh_2d))
+        check_agreement([_message([8], [16]), failed], _leaves(mesh_2d))
     assert caught.value.leaf == "batch['x']"
     assert str(caught.value).startswith("On process 1: batch['x'] is a str")
     with pytest.raises(LeafTypeError, match=r"^batch\['x'\] is a str"):  # found here: as it is
-        global_arrays._check_agreement([failed, _message([8], [16])], _plan(mesh_2d))
+        check_agreement([failed, _message([8], [16])], _leaves(mesh_2d))

@@ -12,8 +12,9 @@ Every process passes the part of the batch its devices hold under the sharding (
    their row counts make the same global batch (a host that passes more or fewer rows
    than its devices hold under the sharding is named); and that hosts that hold the
    same part of a leaf (replicas that span hosts, 0-d leaves included) passed
-   identical data, by comparing digests of those parts. A disagreement is a
-   `HostMismatchError` on every host, and an error found on one host is raised on all.
+   identical data, by comparing digests of those parts (`_batch_agreement`). A
+   disagreement is a `HostMismatchError` on every host, and an error found on one host
+   is raised on all.
 3. **Assemble** each leaf with ``jax.make_array_from_callback``, each device's block
    cut from this host's data (in `local_index` order, as ``shard_data`` gives it) at
    the place the plan found. ``jax.make_array_from_process_local_data`` takes the same
@@ -29,12 +30,9 @@ sharder with the same shapes checks its own first batch again.
 
 from __future__ import annotations
 
-import base64
 import collections
 import dataclasses
-import hashlib
 import json
-import pickle
 from collections.abc import Hashable
 from typing import Any
 
@@ -42,31 +40,21 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
-from datarax.errors import HostMismatchError, LeafShapeError, LeafTypeError
+from datarax.errors import LeafShapeError, LeafTypeError
+from datarax.sharding._batch_agreement import check_agreement, digest, pickled
 from datarax.sharding._checks import check_leaf_kind, flatten_with_names
-from datarax.sharding._exchange import at_odds, crossing_hosts, exchange
+from datarax.sharding._exchange import crossing_hosts, exchange
 from datarax.sharding._placement import (
+    Spans,
     describe_sharding,
     device_spans,
     host_global_shape,
     host_ids,
     host_index,
 )
-from datarax.sharding._sharding_checks import (
-    check_sharding,
-    describe_axes,
-    leaf_sharding,
-    named_leaf_sharding,
-    spec_axis_names,
-)
+from datarax.sharding._sharding_checks import check_sharding, leaf_sharding, named_leaf_sharding
 from datarax.sharding._signature import PlanCache
 
-_FIX = (
-    "Every process must pass exactly the part of the batch its devices hold under the "
-    "sharding: take it with JaxProcessSharder().shard_data(data, sharding=sharding) from "
-    "the same global batch on every host."
-)
-Spans = tuple[tuple[int, int], ...]  # a block: (start, stop) in every dimension
 Region = tuple[slice, ...]  # where a block lies in this host's data
 
 
@@ -175,8 +163,7 @@ def _plan_leaf(name: str, leaf: Any, sharding: Sharding) -> _Leaf:
         planned = leaf_sharding(name, global_shape, planned)
         regions, shared = _regions(planned, global_shape)
     except (TypeError, ValueError) as error:
-        pickled = base64.b64encode(pickle.dumps(error)).decode("ascii")
-        return _Leaf(name, planned, dtype, None, pickled, {}, ())
+        return _Leaf(name, planned, dtype, None, pickled(error), {}, ())
     return _Leaf(name, planned, dtype, global_shape, None, regions, shared)
 
 
@@ -194,111 +181,6 @@ def _plan(batch: Any, sharding: Sharding) -> _Plan:
     )
 
 
-def _digest(data: Any, region: Region) -> str:
-    part = np.ascontiguousarray(np.asarray(data)[region])
-    return hashlib.sha1(part.reshape(-1).view(np.uint8).data, usedforsecurity=False).hexdigest()
-
-
-def _spanning_axes(sharding: Sharding, rank: int) -> list[str]:
-    """The mesh axes that replicate a rank-`rank` leaf across hosts."""
-    if not isinstance(sharding, NamedSharding):
-        return []
-    used = {name for entry in tuple(sharding.spec)[:rank] for name in spec_axis_names(entry)}
-    hosts = np.vectorize(lambda device: device.process_index)(sharding.mesh.devices)
-    return [
-        name
-        for axis, name in enumerate(sharding.mesh.axis_names)
-        if name not in used and (hosts != hosts.take([0], axis=axis)).any()
-    ]
-
-
-def _listed(values: list[Any]) -> str:
-    return ", ".join(f"{v} on process {p}" for p, v in enumerate(values))
-
-
-def _raise_found_error(entries: list[dict[str, Any]]) -> None:
-    """Raises, on every host, the error the first process that found one found."""
-    for process, entry in enumerate(entries):
-        if entry["error"] is not None:
-            error = pickle.loads(base64.b64decode(entry["error"]))
-            if process != jax.process_index() and error.args:
-                error.args = (f"On process {process}: {error.args[0]}", *error.args[1:])
-            raise error
-
-
-def _check_leaf(position: int, leaf: _Leaf, messages: list[dict[str, Any]]) -> None:
-    entries = [m["leaves"][position] for m in messages]
-    _raise_found_error(entries)
-    dtypes = [entry["dtype"] for entry in entries]
-    if len(set(dtypes)) > 1:
-        raise HostMismatchError(
-            f"Hosts disagree on the dtype of {leaf.name}: {_listed(dtypes)}. {_FIX}",
-            what="dtype",
-            values=dtypes,
-            processes=at_odds(dtypes),
-            leaf=leaf.name,
-        )
-    made = [None if e["global"] is None else tuple(e["global"]) for e in entries]
-    sizes = {shape for shape in made if shape is not None}
-    if len(sizes) > 1:
-        each = _listed(
-            [
-                f"shape {tuple(e['local'])}, "
-                + (f"making {shape}" if shape is not None else "holding none")
-                for e, shape in zip(entries, made, strict=True)
-            ]
-        )
-        raise HostMismatchError(
-            f"Hosts passed row counts of {leaf.name} that make different global arrays "
-            f"under this sharding: {each}. {_FIX}",
-            what="global shape",
-            values=made,
-            processes=at_odds(made),
-            leaf=leaf.name,
-        )
-    digests: dict[str, dict[int, str]] = {}
-    for process, message in enumerate(messages):
-        for key, digest in message["digests"][position].items():
-            digests.setdefault(key, {})[process] = digest
-    for key, by_process in sorted(digests.items()):
-        if len(set(by_process.values())) > 1:
-            shape = next(iter(sizes))
-            axes = _spanning_axes(leaf.sharding, len(shape))
-            across = f" ({describe_axes(axes)} spans them)" if axes else ""
-            if shape:
-                start, stop = (int(n) for n in key.split(",")[0].split(":"))
-                part = (
-                    f"rows {start}-{stop - 1} of {leaf.name} (of the {shape[0]}-row global "
-                    "batch their row counts make)"
-                )
-            else:
-                part = f"{leaf.name} (a 0-d leaf, replicated on every device)"
-            values = [by_process.get(process) for process in range(len(messages))]
-            raise HostMismatchError(
-                f"Processes {sorted(by_process)} all hold {part} under this sharding{across}, "
-                f"but passed different data for it. {_FIX}",
-                what="replicated data",
-                values=values,
-                processes=at_odds(values),
-                leaf=leaf.name,
-            )
-
-
-def _check_agreement(messages: list[dict[str, Any]], plan: _Plan) -> None:
-    """Raises the same error on every host when the hosts' messages disagree."""
-    for field, what in (("tree", "structure"), ("sharding", "shardings")):
-        values = [m[field] for m in messages]
-        if len(set(values)) > 1:
-            raise HostMismatchError(
-                f"Hosts passed batches of different {what}: {_listed(values)}. {_FIX}",
-                what=what,
-                values=values,
-                processes=at_odds(values),
-            )
-    for position, leaf in enumerate(plan.leaves):
-        _check_leaf(position, leaf, messages)
-
-
 def _agree(plan: _Plan, leaves: list[Any]) -> list[tuple[int, ...] | None]:
     """Step 2: exchanges and compares what the hosts pass; every leaf's global shape.
 
@@ -314,12 +196,12 @@ def _agree(plan: _Plan, leaves: list[Any]) -> list[tuple[int, ...] | None]:
             for p, leaf in zip(plan.leaves, leaves, strict=True)
         ],
         "digests": [
-            {key: _digest(leaf, region) for key, region in p.shared}
+            {key: digest(leaf, region) for key, region in p.shared}
             for p, leaf in zip(plan.leaves, leaves, strict=True)
         ],
     }
     messages = [json.loads(text) for text in exchange(json.dumps(message), "shard()")]
-    _check_agreement(messages, plan)
+    check_agreement(messages, [(p.name, p.sharding) for p in plan.leaves])
     return [  # agreed: one global shape per leaf, from the hosts that hold it
         next(
             (
