@@ -16,27 +16,22 @@ Data flows one way: rows chosen (the ledger) -> placed (sharders, global arrays)
 iterated (pipeline, prefetch) -> saved (checkpoints). Wings load on first use, so a
 process that needs one part (a cluster worker, say) does not pay for the rest. The
 module paths of earlier releases, `datarax.sources`, `datarax.prefetch`,
-`datarax.checkpoint` and `datarax.devices`, still import: they name `datarax.pipeline`
-(the first three) and `datarax.distributed`.
+`datarax.checkpoint` and `datarax.devices`, are deprecated: they still import, and each
+name read from them warns and names its place in `datarax.pipeline` (the first three)
+or `datarax.distributed` (see `datarax._deprecated`).
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
+
+from datarax._deprecated import MOVED_MODULES, MovedModules
 
 __version__ = "0.2.0"
 
 _WINGS = ("distributed", "exercises", "pipeline", "sharding", "viz")
-_MOVED = {
-    "checkpoint": "pipeline",
-    "devices": "distributed",
-    "prefetch": "pipeline",
-    "sources": "pipeline",
-}
 _NAMES = {
     "ArraySharder": "datarax.sharding",
     "JaxProcessSharder": "datarax.sharding",
@@ -65,32 +60,12 @@ __all__ = [
 ]
 
 
-class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports an earlier release's path (``datarax.sources``) as a module holding the
-    public names of the wing that took it over (``datarax.pipeline``)."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        parent, _, name = fullname.rpartition(".")
-        if parent != __name__ or name not in _MOVED:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec: Any) -> None:
-        return None  # a plain new module
-
-    def exec_module(self, module: Any) -> None:
-        wing = importlib.import_module(f"{__name__}.{_MOVED[module.__name__.rpartition('.')[2]]}")
-        module.__doc__ = f"The public names of `{wing.__name__}`, under an earlier path."
-        module.__all__ = list(wing.__all__)
-        module.__dict__.update({name: getattr(wing, name) for name in wing.__all__})
-
-
-if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
-    sys.meta_path.append(_MovedModules())
+if not any(isinstance(finder, MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(MovedModules())
 
 
 def __getattr__(name: str) -> Any:
-    if name in _WINGS or name in _MOVED:
+    if name in _WINGS or name in MOVED_MODULES:
         return importlib.import_module(f"datarax.{name}")
     if name in _NAMES:
         return getattr(importlib.import_module(_NAMES[name]), name)

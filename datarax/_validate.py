@@ -1,5 +1,5 @@
-"""Argument checks that need no JAX: ints, numbers, strings, bools, mappings, shapes and
-process indices, each with one wording wherever it applies.
+"""Argument checks that need no JAX: ints, numbers, strings, bools, mappings, shapes,
+process indices and axis rules, each with one wording wherever it applies.
 
 Every check returns the value it accepted (as a plain Python type) or raises a
 `TypeError` (the wrong kind of value) or a `ValueError` (the right kind, out of range),
@@ -12,10 +12,13 @@ from __future__ import annotations
 import collections.abc
 import numbers
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
 import numpy as np
+
+MeshAxes = str | tuple[str, ...] | None
+AxisRules = Mapping[str, MeshAxes] | Sequence[tuple[str, MeshAxes]]
 
 
 def check_int(
@@ -183,3 +186,33 @@ def check_process(process_index: Any, process_count: Any) -> tuple[int, int]:
             f"process_index must be in [0, {count - 1}] for process_count={count}, got {index}."
         )
     return index, count
+
+
+def check_axis_rules(axis_rules: Any) -> tuple[tuple[str, MeshAxes], ...] | None:
+    """Returns logical-to-mesh axis rules as a tuple of pairs (hashable), or None.
+
+    A mapping or a sequence of ``(logical name, mesh axes)`` pairs is taken; a list of
+    mesh axes becomes a tuple.
+
+    Raises:
+        TypeError: an entry is not a pair whose first item is a string.
+
+    Example:
+        >>> check_axis_rules({"batch": "data", "embed": ["model", "fsdp"]})
+        (('batch', 'data'), ('embed', ('model', 'fsdp')))
+    """
+    if axis_rules is None:
+        return None
+    items = axis_rules.items() if isinstance(axis_rules, Mapping) else axis_rules
+    rules: list[tuple[str, MeshAxes]] = []
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise TypeError(
+                "axis_rules must map logical axis names to mesh axes, e.g. "
+                f"{{'batch': 'data', 'embed': None}}; got the entry {item!r}."
+            )
+        logical, mesh_axes = item
+        if isinstance(mesh_axes, list):
+            mesh_axes = tuple(mesh_axes)
+        rules.append((logical, mesh_axes))
+    return tuple(rules)

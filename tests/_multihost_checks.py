@@ -44,6 +44,11 @@ def _shards_match(array: jax.Array, expected: np.ndarray) -> bool:
     )
 
 
+def _said(error: Exception) -> dict[str, Any]:
+    """What the tests read of an error: its type, its message and its fields."""
+    return {"type": type(error).__name__, "text": str(error), **vars(error)}
+
+
 def one_d_checks() -> dict[str, Any]:
     """Bounds, a global batch on a 1D mesh, and jitted reductions over it."""
     sharder = JaxProcessSharder()
@@ -165,7 +170,7 @@ def mismatch_checks() -> dict[str, Any]:
             sharder.shard(batch, sharding)
             messages[case] = None
         except ValueError as error:
-            messages[case] = str(error)
+            messages[case] = _said(error)
     fine = sharder.shard({"x": np.ones((4, 3), np.float32)}, sharding)
     # Host 1 switches to a shape it has not seen while host 0 repeats one it has: only
     # a sharder that checks every batch makes host 0 take part in the check.
@@ -177,7 +182,7 @@ def mismatch_checks() -> dict[str, Any]:
         )
         messages["changed_later"] = None
     except ValueError as error:
-        messages["changed_later"] = str(error)
+        messages["changed_later"] = _said(error)
     # A jax leaf deleted after its signature was checked is named on every host, and a
     # live leaf of that signature is placed again afterwards.
     held = {"x": jax.numpy.ones((4, 3))}
@@ -187,7 +192,7 @@ def mismatch_checks() -> dict[str, Any]:
         sharder.shard(held, sharding)
         messages["deleted"] = None
     except TypeError as error:
-        messages["deleted"] = str(error)
+        messages["deleted"] = _said(error)
     messages["live_again"] = sharder.shard({"x": jax.numpy.ones((4, 3))}, sharding)["x"].shape
     texts = exchange(f"hello from {jax.process_index()}" * (1 + jax.process_index()))
     return {"messages": messages, "after": float(jax.jit(jnp_sum)(fine["x"])), "texts": texts}
@@ -311,13 +316,13 @@ def conflict_checks() -> dict[str, Any]:
         sharder.shard(sharder.shard_data(data), sharding)
         messages["grain_bounds"] = None
     except ValueError as error:
-        messages["grain_bounds"] = str(error)
+        messages["grain_bounds"] = _said(error)
     messages["seconds"] = time.monotonic() - start
     try:
         sharder.shard({"lr": np.float32(1 + jax.process_index())}, sharding)
         messages["scalar"] = None
     except ValueError as error:
-        messages["scalar"] = str(error)
+        messages["scalar"] = _said(error)
     strict = JaxProcessSharder(check_every_batch=True)
     same = {"x": np.ones((16, 3), np.float32)}
     strict.shard(same, sharding)
@@ -328,7 +333,7 @@ def conflict_checks() -> dict[str, Any]:
         strict.shard(later, sharding)
         messages["later_strict"] = None
     except ValueError as error:
-        messages["later_strict"] = str(error)
+        messages["later_strict"] = _said(error)
     # Three devices: host 0 holds two row blocks, host 1 one; equal slices do not fit.
     by_host = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     uneven = NamedSharding(Mesh(np.array(by_host[:3]), ("data",)), P("data"))
@@ -336,7 +341,7 @@ def conflict_checks() -> dict[str, Any]:
         sharder.shard({"x": np.zeros((6, 2), np.float32)}, uneven)
         messages["uneven"] = None
     except ValueError as error:
-        messages["uneven"] = str(error)
+        messages["uneven"] = _said(error)
     fitting = sharder.shard_data({"x": np.arange(12.0)}, uneven)
     messages["uneven_fixed"] = (len(fitting["x"]), sharder.shard(fitting, uneven)["x"].shape)
     # A second sharder with the same shapes (an eval loop, say) checks its own first
@@ -346,7 +351,7 @@ def conflict_checks() -> dict[str, Any]:
         JaxProcessSharder().shard(later, sharding)
         messages["second_sharder"] = None
     except ValueError as error:
-        messages["second_sharder"] = str(error)
+        messages["second_sharder"] = _said(error)
     return messages
 
 

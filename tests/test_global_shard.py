@@ -18,8 +18,10 @@ from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 import datarax
+from datarax.errors import HostMismatchError, LeafShapeError, LeafTypeError
 from datarax.sharding import ArraySharder, JaxProcessSharder
 from datarax.sharding import _global_arrays as global_arrays
+from datarax.sharding._batch_agreement import check_agreement
 
 
 def _batch() -> dict[str, Any]:
@@ -101,10 +103,11 @@ def test_bad_inputs_name_the_leaf(mesh_1d: Mesh) -> None:
 
 def test_global_plan_errors_name_the_leaf(mesh_1d: Mesh) -> None:
     sharding = NamedSharding(mesh_1d, P("data"))
-    with pytest.raises(ValueError, match=r"batch\['x'\] \(shape \(12, 2\) on this host\)"):
+    with pytest.raises(LeafShapeError) as caught:
         global_arrays.make_global({"x": np.zeros((12, 2))}, sharding)
-    with pytest.raises(ValueError, match=r"multiple of 8"):
-        global_arrays.make_global({"x": np.zeros((12, 2))}, sharding)
+    assert (caught.value.leaf, caught.value.shape, caught.value.dim) == ("batch['x']", (12, 2), 0)
+    assert str(caught.value).startswith("batch['x'] (shape (12, 2) on this host): Dimension 0")
+    assert "multiple of 8" in str(caught.value)
     with pytest.raises(ValueError, match=r"batch\['y'\] has shape \(4,\) \(rank 1\)"):
         global_arrays.make_global({"y": np.zeros(4)}, NamedSharding(mesh_1d, P(None, "data")))
     with pytest.raises(TypeError, match=r"batch\['s'\] is a str"):
@@ -152,31 +155,55 @@ def _message(
 ) -> dict[str, Any]:
     return {
         "tree": tree,
-        "sharding": "NamedSharding(mesh={'data': 2, 'model': 2}, spec=('data',))",
+        "sharding": "P('data',) on mesh {'data': 2, 'model': 2}",
         "leaves": [{"dtype": dtype, "local": local, "global": global_shape, "error": None}],
         "digests": [digests or {}],
     }
 
 
-def _plan(mesh_2d: Mesh) -> list[Any]:
-    sharding = NamedSharding(mesh_2d, P("data"))
-    return [global_arrays._Leaf("batch['x']", sharding, "float32", (16, 3), None, {}, ())]
+def _leaves(mesh_2d: Mesh) -> list[tuple[str, NamedSharding]]:
+    return [("batch['x']", NamedSharding(mesh_2d, P("data")))]
 
 
 def test_hosts_that_agree_pass(mesh_2d: Mesh) -> None:
     same = _message([16, 3], [16, 3], {"0:8,0:3": "aa"})
-    global_arrays._check_agreement([same, same, _message([8, 3], [16, 3])], _plan(mesh_2d))
+    check_agreement([same, same, _message([8, 3], [16, 3])], _leaves(mesh_2d))
 
 
 def test_hosts_whose_rows_make_different_global_batches_are_named(mesh_2d: Mesh) -> None:
     messages = [_message([8, 3], [16, 3]), _message([8, 3], [8, 3])]
-    with pytest.raises(ValueError) as caught:
-        global_arrays._check_agreement(messages, _plan(mesh_2d))
-    message = str(caught.value)
+    with pytest.raises(HostMismatchError) as caught:
+        check_agreement(messages, _leaves(mesh_2d))
+    error = caught.value
+    assert (error.what, error.leaf, error.values) == (
+        "global shape",
+        "batch['x']",
+        [(16, 3), (8, 3)],
+    )
+    assert error.processes == (0, 1)  # two hosts, two answers: neither is the odd one out
+    message = str(error)
     assert "row counts of batch['x'] that make different global arrays" in message
     assert "shape (8, 3), making (16, 3) on process 0" in message
     assert "shape (8, 3), making (8, 3) on process 1" in message
     assert "shard_data(data, sharding=sharding)" in message
+
+
+def test_the_host_at_odds_is_named_among_three(mesh_2d: Mesh) -> None:
+    """Of three hosts, the one whose batch differs from the other two is at odds."""
+    leaves = _leaves(mesh_2d)
+    rows = [_message([8, 3], [16, 3]), _message([4, 3], [8, 3]), _message([8, 3], [16, 3])]
+    with pytest.raises(HostMismatchError) as caught:
+        check_agreement(rows, leaves)
+    assert caught.value.processes == (1,)
+    holding_none = [_message([8, 3], [16, 3]), _message([0, 3], None), _message([4, 3], [8, 3])]
+    with pytest.raises(HostMismatchError) as caught:
+        check_agreement(holding_none, leaves)
+    assert caught.value.values == [(16, 3), None, (8, 3)]
+    assert caught.value.processes == (0, 2)  # a host that holds none is never at odds
+    dtypes = [_message([8], [16], dtype=d) for d in ("float32", "int32", "float32")]
+    with pytest.raises(HostMismatchError) as caught:
+        check_agreement(dtypes, leaves)
+    assert (caught.value.what, caught.value.processes) == ("dtype", (1,))
 
 
 def test_replicas_with_different_data_are_named(mesh_2d: Mesh) -> None:
@@ -184,9 +211,16 @@ def test_replicas_with_different_data_are_named(mesh_2d: Mesh) -> None:
         _message([16, 3], [16, 3], {"0:8,0:3": "aa", "8:16,0:3": "bb"}),
         _message([16, 3], [16, 3], {"0:8,0:3": "aa", "8:16,0:3": "cc"}),
     ]
-    with pytest.raises(ValueError) as caught:
-        global_arrays._check_agreement(messages, _plan(mesh_2d))
-    message = str(caught.value)
+    with pytest.raises(HostMismatchError) as caught:
+        check_agreement(messages, _leaves(mesh_2d))
+    error = caught.value
+    assert (error.what, error.leaf, error.values, error.processes) == (
+        "replicated data",
+        "batch['x']",
+        ["bb", "cc"],
+        (0, 1),
+    )
+    message = str(error)
     assert message.startswith(
         "Processes [0, 1] all hold rows 8-15 of batch['x'] (of the 16-row global batch"
     )
@@ -194,16 +228,28 @@ def test_replicas_with_different_data_are_named(mesh_2d: Mesh) -> None:
 
 
 def test_other_disagreements_are_named(mesh_2d: Mesh) -> None:
-    plan = _plan(mesh_2d)
-    with pytest.raises(ValueError, match=r"dtype of batch\['x'\]: float32 on process 0, int32"):
-        global_arrays._check_agreement(
-            [_message([8], [16]), _message([8], [16], dtype="int32")], plan
+    leaves = _leaves(mesh_2d)
+    with pytest.raises(HostMismatchError) as caught:
+        check_agreement([_message([8], [16]), _message([8], [16], dtype="int32")], leaves)
+    assert (caught.value.what, caught.value.values) == ("dtype", ["float32", "int32"])
+    assert "dtype of batch['x']: float32 on process 0, int32 on process 1" in str(caught.value)
+    with pytest.raises(HostMismatchError) as caught:
+        check_agreement(
+            [_message([8], [16]), _message([8], [16], tree="PyTreeDef({'y': *})")], leaves
         )
-    with pytest.raises(ValueError, match=r"different structure: PyTreeDef\(\{'x': \*\}\) on pro"):
-        global_arrays._check_agreement(
-            [_message([8], [16]), _message([8], [16], tree="PyTreeDef({'y': *})")], plan
-        )
+    assert (caught.value.what, caught.value.leaf) == ("structure", None)
+    assert caught.value.values == ["PyTreeDef({'x': *})", "PyTreeDef({'y': *})"]
+    assert str(caught.value).startswith("Hosts passed batches of different structure: PyTreeDef")
+
+
+def test_an_error_found_on_one_host_is_raised_on_every_host(mesh_2d: Mesh) -> None:
+    """The error travels whole: its type and fields, its message prefixed by its host."""
+    found = global_arrays._plan_leaf("batch['x']", "cat", NamedSharding(mesh_2d, P("data")))
     failed = _message([8], None)
-    failed["leaves"][0]["error"] = ["TypeError", "batch['x'] is a str"]
-    with pytest.raises(TypeError, match=r"^On process 1: batch\['x'\] is a str"):
-        global_arrays._check_agreement([_message([8], [16]), failed], plan)
+    failed["leaves"][0]["error"] = found.error
+    with pytest.raises(LeafTypeError) as caught:
+        check_agreement([_message([8], [16]), failed], _leaves(mesh_2d))
+    assert caught.value.leaf == "batch['x']"
+    assert str(caught.value).startswith("On process 1: batch['x'] is a str")
+    with pytest.raises(LeafTypeError, match=r"^batch\['x'\] is a str"):  # found here: as it is
+        check_agreement([failed, _message([8], [16])], _leaves(mesh_2d))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,7 @@ def test_no_module_sits_loose_at_the_root() -> None:
         "__init__.py",
         "_caches.py",
         "_compat.py",
+        "_deprecated.py",
         "_extras.py",
         "_syscompat.py",
         "_validate.py",
@@ -114,8 +116,15 @@ def test_no_module_sits_loose_at_the_root() -> None:
     ],
 )
 def test_the_seed_and_earlier_paths_still_import(path: str, name: str) -> None:
+    """The seed's paths are the API; the earlier ones are deprecated, and warn."""
     module = importlib.import_module(path)
-    assert getattr(module, name) is not None
+    if path.startswith("datarax.sharding."):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert getattr(module, name) is not None
+    else:
+        with pytest.deprecated_call():
+            assert getattr(module, name) is not None
 
 
 def _count(wings: tuple[str, ...]) -> tuple[int, int]:

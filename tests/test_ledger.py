@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax.errors import MeshError
 from datarax.sharding import (
     JaxProcessSharder,
     RowLedger,
@@ -184,7 +185,7 @@ def test_bad_input_gets_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
         lambda: JaxProcessSharder().shard_data(data, sharding),
     ):
         with pytest.raises(
-            ValueError, match=r"uses 4 device\(s\) that jax.devices\(\) does not list"
+            MeshError, match=r"uses 4 device\(s\) that jax.devices\('cpu'\) does not list"
         ):
             make()
     np.testing.assert_array_equal(data, np.arange(8))

@@ -26,6 +26,7 @@ from jax.sharding import PartitionSpec as P
 import datarax
 from datarax import viz
 from datarax.distributed import setup_devices
+from datarax.errors import HostMismatchError
 from datarax.pipeline import Pipeline, prefetch_to_device
 from datarax.sharding import ArraySharder, JaxProcessSharder, pad_to_multiple
 
@@ -206,23 +207,23 @@ def test_tuples_and_lists_inside_a_dict_are_containers(host: int) -> None:
 
 
 def test_the_replica_check_compares_0d_leaves_across_hosts() -> None:
-    from datarax.sharding import _global_arrays as global_arrays
+    from datarax.sharding._batch_agreement import check_agreement, digest
 
-    sharding = NamedSharding(MESH, P())
-    plan = [global_arrays._plan_leaf("batch['lr']", np.float32(1), sharding)]
+    leaves = [("batch['lr']", NamedSharding(MESH, P()))]
 
     def message(value: float) -> dict[str, Any]:
         leaf = {"dtype": "float32", "local": [], "global": [], "error": None}
-        digest = global_arrays._digest(np.float32(value), ())
-        return {"tree": "t", "sharding": "s", "leaves": [leaf], "digests": [{"": digest}]}
+        digests = {"": digest(np.float32(value), ())}
+        return {"tree": "t", "sharding": "s", "leaves": [leaf], "digests": [digests]}
 
     same = [json.loads(json.dumps(message(1.0))) for _ in range(2)]
-    global_arrays._check_agreement(same, plan)
+    check_agreement(same, leaves)
     with pytest.raises(
-        ValueError,
+        HostMismatchError,
         match=r"Processes \[0, 1\] all hold batch\['lr'\] \(a 0-d leaf, .*\.shard_data\(",
-    ):
-        global_arrays._check_agreement([message(1.0), message(2.0)], plan)
+    ) as caught:
+        check_agreement([message(1.0), message(2.0)], leaves)
+    assert (caught.value.what, caught.value.leaf) == ("replicated data", "batch['lr']")
 
 
 # 6. Caches keep no user object alive, and never return a stale result.

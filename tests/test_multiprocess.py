@@ -143,18 +143,36 @@ def test_prefetch_builds_global_batches_from_each_hosts_rows(
 
 def test_mismatched_hosts_get_a_clear_error_each(mismatch: list[ProcessResult]) -> None:
     for result in mismatch:
-        messages = result.value["messages"]
+        said = result.value["messages"]
         for case in ("shape", "changed_later"):
-            assert "row counts of batch['x'] that make different global arrays" in messages[case]
-            assert "shape (4, 3), making (8, 3) on process 0" in messages[case]
-            assert "shape (2, 3), making (4, 3) on process 1" in messages[case]
-        assert "dtype of batch['x']: int32 on process 0, float32 on process 1" in messages["dtype"]
-        assert "batch['x'] is a jax.Array that has been deleted or donated" in messages["deleted"]
-        assert messages["live_again"] == (8, 3)
-        assert "different structure" in messages["structure"]
-        assert "'y'" in messages["structure"] and "'x'" in messages["structure"]
-        assert "(shape (3, 3) on this host)" in messages["per_host_rows"]
-        assert "multiple of 2" in messages["per_host_rows"]
+            assert said[case]["type"] == "HostMismatchError"
+            assert (said[case]["what"], said[case]["leaf"]) == ("global shape", "batch['x']")
+            assert said[case]["values"] == [(8, 3), (4, 3)] and said[case]["processes"] == (0, 1)
+            text = said[case]["text"]
+            assert "row counts of batch['x'] that make different global arrays" in text
+            assert "shape (4, 3), making (8, 3) on process 0" in text
+            assert "shape (2, 3), making (4, 3) on process 1" in text
+        assert (said["dtype"]["type"], said["dtype"]["what"]) == ("HostMismatchError", "dtype")
+        assert said["dtype"]["values"] == ["int32", "float32"]
+        assert (
+            "dtype of batch['x']: int32 on process 0, float32 on process 1" in said["dtype"]["text"]
+        )
+        assert (said["deleted"]["type"], said["deleted"]["leaf"]) == ("LeafTypeError", "batch['x']")
+        assert (
+            "batch['x'] is a jax.Array that has been deleted or donated" in said["deleted"]["text"]
+        )
+        assert result.value["messages"]["live_again"] == (8, 3)
+        assert (said["structure"]["what"], said["structure"]["leaf"]) == ("structure", None)
+        assert "different structure" in said["structure"]["text"]
+        assert "'y'" in said["structure"]["text"] and "'x'" in said["structure"]["text"]
+        # Each host finds this one itself; process 0's error is raised on both.
+        assert said["per_host_rows"]["type"] == "LeafShapeError"
+        assert said["per_host_rows"]["shape"] == (3, 3) and said["per_host_rows"]["parts"] == 2
+        assert "(shape (3, 3) on this host)" in said["per_host_rows"]["text"]
+        assert "multiple of 2" in said["per_host_rows"]["text"]
+        assert said["per_host_rows"]["text"].startswith(
+            "batch['x']" if result.process_index == 0 else "On process 0: batch['x']"
+        )
         assert result.value["after"] == 4 * 3 * 2  # the cluster still works afterwards
         assert result.value["texts"] == ["hello from 0", "hello from 1hello from 1"]
 
@@ -211,8 +229,13 @@ def test_every_layout_builds_the_global_batch(hosts: str, request: pytest.Fixtur
 
 def test_replicas_that_differ_raise_on_every_host(two_host_runs: list[ProcessResult]) -> None:
     for run in two_host_runs:
-        messages = run.value["conflicts"]
-        text = messages["grain_bounds"]
+        said = run.value["conflicts"]
+        for case in ("grain_bounds", "scalar", "later_strict", "second_sharder"):
+            assert said[case]["type"] == "HostMismatchError", case
+            assert said[case]["what"] == "replicated data", case
+            assert said[case]["processes"] == (0, 1), case
+        assert said["grain_bounds"]["leaf"] == "batch['id']"
+        text = said["grain_bounds"]["text"]
         # Each host passed 8 rows, so the global batch has 8 and both hosts hold all of it.
         assert text.startswith(
             "Processes [0, 1] all hold rows 0-3 of batch['id'] (of the 8-row global batch their "
@@ -220,16 +243,24 @@ def test_replicas_that_differ_raise_on_every_host(two_host_runs: list[ProcessRes
         )
         assert "(mesh axis 'model' spans them), but passed different data" in text
         assert "shard_data(data, sharding=sharding)" in text
-        assert messages["seconds"] < 10
-        assert "Processes [0, 1] all hold batch['lr'] (a 0-d leaf, replicated" in messages["scalar"]
-        assert "Processes [0, 1] all hold rows" in messages["later_strict"]
-        assert messages["later_default_passes"] == (16, 3)
-        assert "make different global arrays" in messages["uneven"]
-        assert "shape (6, 2), making (9, 2) on process 0" in messages["uneven"]
-        assert "shape (6, 2), making (18, 2) on process 1" in messages["uneven"]
+        assert said["seconds"] < 10
+        assert said["scalar"]["leaf"] == "batch['lr']"
+        assert (
+            "Processes [0, 1] all hold batch['lr'] (a 0-d leaf, replicated"
+            in said["scalar"]["text"]
+        )
+        assert "Processes [0, 1] all hold rows" in said["later_strict"]["text"]
+        assert said["later_default_passes"] == (16, 3)
+        assert (said["uneven"]["what"], said["uneven"]["values"]) == (
+            "global shape",
+            [(9, 2), (18, 2)],
+        )
+        assert "make different global arrays" in said["uneven"]["text"]
+        assert "shape (6, 2), making (9, 2) on process 0" in said["uneven"]["text"]
+        assert "shape (6, 2), making (18, 2) on process 1" in said["uneven"]["text"]
         rows = 8 if run.process_index == 0 else 4
-        assert messages["uneven_fixed"] == (rows, (12,))
-        assert "Processes [0, 1] all hold rows" in messages["second_sharder"]
+        assert said["uneven_fixed"] == (rows, (12,))
+        assert "Processes [0, 1] all hold rows" in said["second_sharder"]["text"]
 
 
 def _running(pid: int, wait_s: float = 5.0) -> bool:

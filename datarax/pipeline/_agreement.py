@@ -18,13 +18,7 @@ import jax
 
 from datarax.errors import HostMismatchError
 from datarax.pipeline._options import HostOptions
-from datarax.sharding._exchange import exchange
-
-
-def _differing(values: list[str]) -> tuple[int, ...]:
-    """The processes whose value is not the most common one."""
-    common = max(set(values), key=values.count)
-    return tuple(process for process, value in enumerate(values) if value != common)
+from datarax.sharding._exchange import at_odds, exchange
 
 
 def agree(text: str, what: str | None) -> list[str]:
@@ -44,7 +38,7 @@ def agree(text: str, what: str | None) -> list[str]:
             "same state.",
             what=what,
             values=texts,
-            processes=_differing(texts),
+            processes=at_odds(texts),
         )
     return texts
 
@@ -65,7 +59,7 @@ def agree_on_batches_left(left: int, epoch: int, uneven_hosts: str) -> int:
             "Pass the same uneven_hosts to Pipeline on every host.",
             what="uneven_hosts",
             values=list(policies),
-            processes=_differing(list(policies)),
+            processes=at_odds(list(policies)),
         )
     if len(set(counts)) > 1 and uneven_hosts == "raise":
         listed = ", ".join(f"{c} on process {p}" for p, c in enumerate(counts))
@@ -76,7 +70,7 @@ def agree_on_batches_left(left: int, epoch: int, uneven_hosts: str) -> int:
             "the smallest count.",
             what="batches left",
             values=list(counts),
-            processes=_differing([str(count) for count in counts]),
+            processes=at_odds(list(counts)),
         )
     return min(counts)
 

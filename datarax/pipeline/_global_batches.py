@@ -16,10 +16,11 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
 from datarax.pipeline._sources import Rows
-from datarax.sharding._checks import leaf_name, named_leaf_sharding
+from datarax.sharding._checks import leaf_name
 from datarax.sharding._global_arrays import CheckedSignatures, make_global
 from datarax.sharding._ledger import RowLedger
-from datarax.sharding._placement import local_index
+from datarax.sharding._placement import blocks_to_index, local_index
+from datarax.sharding._sharding_checks import named_leaf_sharding
 from datarax.sharding.array_sharder import ArraySharder
 
 Index = tuple[slice | np.ndarray, ...]
@@ -56,11 +57,7 @@ class GlobalBatches:
         """Where this host's rows sit in a global batch of `rows` rows."""
         if rows not in self._positions:
             mine = self.ledger(rows).blocks_of_host(jax.process_index())
-            if len(mine) <= 1:
-                start, stop = mine[0] if mine else (0, 0)
-                self._positions[rows] = slice(start, stop)
-            else:
-                self._positions[rows] = np.concatenate([np.arange(a, b) for a, b in mine])
+            self._positions[rows] = blocks_to_index(mine)
         return self._positions[rows]
 
     def rows(self, order: np.ndarray | None, start: int, stop: int) -> Rows:

@@ -27,7 +27,7 @@ from datarax.pipeline._stages import Batch, Stage, Stages
 from datarax.pipeline._state import PipelineState
 from datarax.pipeline._timing import BatchTimes, TimeReport, Timings
 from datarax.pipeline.workers import leave_if_importing_main
-from datarax.sharding._checks import check_sharding_type
+from datarax.sharding._sharding_checks import check_sharding
 
 _FIXED = frozenset(
     {
@@ -110,7 +110,7 @@ class Pipeline:
         self._source = as_source(source)
         self._length = len(self._source)
         self._count = self._batching.count(self._length)
-        self._sharding = None if sharding is None else check_sharding_type(sharding)
+        self._sharding = None if sharding is None else check_sharding(sharding)
         self._global = None
         if self._sharding is not None:
             remainder = self._batching.remainder(self._length)

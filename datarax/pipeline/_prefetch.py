@@ -26,8 +26,8 @@ from jax.sharding import Sharding
 from datarax._validate import check_int
 from datarax.pipeline._stages import stop_iteration_error
 from datarax.sharding._base import SharderModule
-from datarax.sharding._checks import check_sharding_type
 from datarax.sharding._exchange import FEEDING
+from datarax.sharding._sharding_checks import check_sharding
 from datarax.sharding.array_sharder import ArraySharder
 
 Batch = Any
@@ -121,7 +121,7 @@ def _placer(
                 "sharding=NamedSharding(mesh, P('data'))."
             )
         return None
-    check_sharding_type(sharding)
+    check_sharding(sharding)
     if sharder is None:
         sharder = ArraySharder()
     if not callable(getattr(sharder, "shard", None)):

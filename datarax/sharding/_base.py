@@ -2,85 +2,27 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
-from datarax.sharding._checks import check_spec_against_mesh
+from datarax._deprecated import UNSET, ConfigProperty, SharderModuleConfig, from_config
+from datarax._validate import AxisRules, MeshAxes
+from datarax.sharding._sharding_checks import check_spec_against_mesh
 from datarax.sharding._transforms import per_device_transform
 
-MeshAxes = str | tuple[str, ...] | None
-AxisRules = Mapping[str, MeshAxes] | Sequence[tuple[str, MeshAxes]]
 
-
-def _normalize_rules(axis_rules: AxisRules | None) -> tuple[tuple[str, MeshAxes], ...] | None:
-    if axis_rules is None:
-        return None
-    items = axis_rules.items() if isinstance(axis_rules, Mapping) else axis_rules
-    rules: list[tuple[str, MeshAxes]] = []
-    for item in items:
-        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
-            raise TypeError(
-                "axis_rules must map logical axis names to mesh axes, e.g. "
-                f"{{'batch': 'data', 'embed': None}}; got the entry {item!r}."
-            )
-        logical, mesh_axes = item
-        if isinstance(mesh_axes, list):
-            mesh_axes = tuple(mesh_axes)
-        rules.append((logical, mesh_axes))
-    return tuple(rules)
-
-
-@dataclasses.dataclass(frozen=True)
-class SharderModuleConfig:
-    """A sharder's settings as one object, the form of the original datarax API.
-
-    ``ArraySharder(SharderModuleConfig(sharding_rules=[("batch", "data")]))`` is
-    ``ArraySharder(axis_rules=[("batch", "data")])``.
-
-    Attributes:
-        sharding_rules: logical-to-mesh axis pairs, or None for no rules.
-    """
-
-    sharding_rules: Sequence[tuple[str, MeshAxes]] | None = None
-
-    def __post_init__(self) -> None:
-        rules = _normalize_rules(self.sharding_rules)  # checked, and hashable
-        object.__setattr__(self, "sharding_rules", rules)
-
-
-def resolve_rules(
-    config: SharderModuleConfig | None, axis_rules: AxisRules | None, cls: type
-) -> tuple[tuple[str, MeshAxes], ...] | None:
-    """The axis rules from `config` or `axis_rules`; giving both is an error."""
-    if config is not None and not isinstance(config, cls):
-        raise TypeError(
-            f"config must be a {cls.__name__} (or None), got {type(config).__name__}; or "
-            "pass the settings as keywords instead."
-        )
-    if config is not None and config.sharding_rules is not None and axis_rules is not None:
-        raise ValueError(
-            "The axis rules were given twice, as config.sharding_rules and as axis_rules=; "
-            "pass them once."
-        )
-    if config is not None and config.sharding_rules is not None:
-        return _normalize_rules(config.sharding_rules)
-    return _normalize_rules(axis_rules)
-
-
-class SharderModule(nnx.Module):
+class SharderModule(nnx.Module, ConfigProperty):
     """Base class of the sharders: logical axis names, shardings and shard_map.
 
-    Settings come as keywords, or as a config object (`SharderModuleConfig`), the
-    form of the original datarax API; ``self.config`` holds them either way. Sharding
-    is deterministic, so `rngs` is accepted for a uniform constructor and otherwise
-    unused; `name` is kept as ``self.name``.
+    Settings come as keywords. Sharding is deterministic, so `rngs` is accepted for a
+    uniform constructor and otherwise unused; `name` is kept as ``self.name``.
 
     Args:
-        config: the settings as a `SharderModuleConfig`, or None.
+        config: deprecated: the settings as a `SharderModuleConfig` (the original
+            datarax API's form), or None. Pass them as keywords instead.
         axis_rules: optional logical-to-mesh axis rules, as a mapping or a sequence
             of pairs, e.g. ``{"batch": "data", "length": None}``. Without rules,
             logical names are used as mesh axis names unchanged.
@@ -102,13 +44,8 @@ class SharderModule(nnx.Module):
         name: str | None = None,
     ):
         del rngs
-        self.axis_rules = resolve_rules(config, axis_rules, SharderModuleConfig)
+        self.axis_rules = from_config(config, SharderModuleConfig, axis_rules, UNSET)[0]
         self.name = name
-
-    @property
-    def config(self) -> SharderModuleConfig:
-        """The settings as a config object (the original datarax API's form)."""
-        return SharderModuleConfig(sharding_rules=self.axis_rules)
 
     def get_partition_spec(
         self, logical_spec: PartitionSpec | Sequence[str | None] | str

@@ -1,31 +1,24 @@
-"""The checks of leaves and shardings, and their error text, in one place.
+"""The checks of leaves, and their error text, in one place.
 
-Leaves (names, kinds, dtypes, row counts) and shardings (type, devices, spec against
-mesh and shape) are checked here, so that one rule has one wording wherever it applies;
-each raises a typed error of `datarax.errors` naming the leaf. Plain arguments (ints,
-strings, shapes) are checked by `datarax._validate`, which needs no JAX.
+Leaves (names, kinds, dtypes, row counts) are checked here, so that one rule has one
+wording wherever it applies; each raises a typed error of `datarax.errors` naming the
+leaf. Shardings, alone and against each leaf's shape, are checked by
+`datarax.sharding._sharding_checks`; plain arguments (ints, strings, shapes) by
+`datarax._validate`, which needs no JAX.
 """
 
 from __future__ import annotations
 
 import collections
 import collections.abc
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 from datarax._caches import cached
-from datarax.errors import (
-    LeafShapeError,
-    LeafTypeError,
-    LeafValueError,
-    MeshError,
-    RowCountError,
-)
+from datarax.errors import LeafTypeError, LeafValueError, RowCountError
 
 _SCALAR_TYPES = (bool, int, float, complex, np.generic)
 
@@ -100,84 +93,6 @@ def flatten_with_names(tree: Any, root: str = "batch") -> tuple[list[tuple[str, 
     """
     path_leaves, treedef = flatten_with_path(tree, root)
     return [(leaf_name(path, root), leaf) for path, leaf in path_leaves], treedef
-
-
-def check_sharding_type(sharding: object) -> Sharding:
-    """Returns `sharding` when it is a `jax.sharding.Sharding`, else raises TypeError."""
-    if not isinstance(sharding, Sharding):
-        hint = ""
-        if isinstance(sharding, PartitionSpec):
-            hint = (
-                " A PartitionSpec alone does not say which devices to use: wrap it as "
-                "jax.sharding.NamedSharding(mesh, spec)."
-            )
-        elif isinstance(sharding, jax.sharding.Mesh):
-            hint = " Pass jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(...))."
-        raise TypeError(
-            "sharding must be a jax.sharding.Sharding (for example "
-            f"NamedSharding(mesh, PartitionSpec('data'))), got {type(sharding).__name__}: "
-            f"{sharding!r:.200}.{hint}"
-        )
-    return sharding
-
-
-def check_devices_known(sharding: Sharding) -> None:
-    """Raises ValueError when `sharding` uses devices that ``jax.devices()`` does not list."""
-    known = set(jax.devices())
-    unknown = sorted((d for d in sharding.device_set if d not in known), key=lambda d: d.id)
-    if unknown:
-        raise MeshError(
-            f"The sharding uses {len(unknown)} device(s) that jax.devices() does not list, "
-            f"e.g. {unknown[0]!r}. Build the mesh from jax.devices() (for example with "
-            "jax.make_mesh), not from another backend's or an earlier runtime's devices."
-        )
-
-
-def spec_axis_names(entry: Any) -> tuple[str, ...]:
-    """The mesh axis names one PartitionSpec entry shards over (empty for None)."""
-    if entry is None or entry is PartitionSpec.UNCONSTRAINED:
-        return ()
-    if isinstance(entry, (tuple, list)):
-        return tuple(entry)
-    return (entry,)
-
-
-def describe_axes(names: Sequence[str]) -> str:
-    """``mesh axis 'data'`` or ``mesh axes ('data', 'model')``."""
-    return f"mesh axis {names[0]!r}" if len(names) == 1 else f"mesh axes {tuple(names)}"
-
-
-def check_spec_against_mesh(spec: PartitionSpec, mesh_shape: dict[str, int]) -> None:
-    """Raises ValueError if `spec` names an axis the mesh lacks or uses one twice."""
-    seen: set[str] = set()
-    for entry in spec:
-        for name in spec_axis_names(entry):
-            if name not in mesh_shape:
-                raise MeshError(
-                    f"PartitionSpec {spec} names mesh axis {name!r}, but the mesh has "
-                    f"axes {dict(mesh_shape)}. Use one of {tuple(mesh_shape)} or build "
-                    "the mesh with that axis name."
-                )
-            if name in seen:
-                raise MeshError(
-                    f"PartitionSpec {spec} uses mesh axis {name!r} more than once; each "
-                    "mesh axis can shard at most one array dimension."
-                )
-            seen.add(name)
-
-
-def ways_out(dim: int, size: int) -> str:
-    """What to do when dimension `dim` does not split into `size` equal parts."""
-    if dim == 0:
-        return (
-            f"Use a batch size that is a multiple of {size}, pad the batch and carry a mask "
-            "(datarax.sharding.pad_to_multiple), or drop the remainder in the pipeline "
-            "(drop_remainder=True)."
-        )
-    return (
-        f"Pad or crop dimension {dim} to a multiple of {size}, shard it over mesh axes "
-        "whose sizes divide it, or leave it unsplit (None in that PartitionSpec entry)."
-    )
 
 
 @cached("dtypes JAX takes", 256)
@@ -305,84 +220,3 @@ def check_rows_agree(rows: Sequence[tuple[str, int]]) -> None:
             "row per example; slice or pad them to the same number of rows.",
             rows=dict(rows),
         )
-
-
-def named_leaf_sharding(
-    name: str, shape: tuple[int, ...], sharding: NamedSharding
-) -> NamedSharding:
-    """The sharding for one leaf, after checking rank and divisibility.
-
-    A spec shorter than the leaf's rank shards its leading axes; a rank-0 leaf (a
-    python number or 0-d array) has nothing to split and is replicated.
-    """
-    spec = sharding.spec
-    if not shape:
-        return NamedSharding(sharding.mesh, PartitionSpec())
-    if len(spec) > len(shape):
-        raise LeafShapeError(
-            f"{name} has shape {shape} (rank {len(shape)}), but the PartitionSpec {spec} "
-            f"has {len(spec)} entries. Use a spec with at most {len(shape)} entries "
-            f"(trailing dimensions are replicated when left out), or reshape {name}.",
-            leaf=name,
-            shape=shape,
-            dim=len(shape),
-        )
-    try:
-        sharding.shard_shape(shape)
-    except ValueError:
-        mesh_shape = dict(sharding.mesh.shape)
-        for dim, entry in enumerate(spec):
-            names = spec_axis_names(entry)
-            size = math.prod(mesh_shape[n] for n in names)
-            if shape[dim] % size:
-                what = f"{shape[dim]} rows" if dim == 0 else f"size {shape[dim]} in dimension {dim}"
-                raise LeafShapeError(
-                    f"{name} has {what} (shape {shape}), which cannot be split evenly over "
-                    f"{describe_axes(names)} ({size} devices). " + ways_out(dim, size),
-                    leaf=name,
-                    shape=shape,
-                    dim=dim,
-                    axes=names,
-                    parts=size,
-                ) from None
-        raise
-    return sharding
-
-
-def leaf_shardings(batch: Any, sharding: Sharding) -> tuple[Sharding, ...]:
-    """One validated sharding per leaf of `batch`, in `jax.tree_util` leaf order.
-
-    Raises:
-        TypeError: `sharding` is not a Sharding, a dict's keys cannot be sorted, or a
-            leaf cannot be placed on the sharding's devices.
-        ValueError: the spec does not fit the mesh, a leaf's rank or its shape, or a
-            python int does not fit JAX's integer type.
-    """
-    check_sharding_type(sharding)
-    named = isinstance(sharding, NamedSharding)
-    if named:
-        check_spec_against_mesh(sharding.spec, dict(sharding.mesh.shape))
-    leaves = flatten_with_names(batch)[0]
-    names = [name for name, _ in leaves]
-    device = next(iter(sharding.device_set))
-    for name, leaf in leaves:
-        check_leaf_kind(name, leaf, device)
-    shapes = [tuple(np.shape(leaf)) for _, leaf in leaves]
-    if named and len(sharding.spec) and spec_axis_names(sharding.spec[0]):
-        check_rows_agree([(n, s[0]) for n, s in zip(names, shapes, strict=True) if s])
-    result: list[Sharding] = []
-    for name, shape in zip(names, shapes, strict=True):
-        if named:
-            result.append(named_leaf_sharding(name, shape, sharding))
-            continue
-        try:
-            sharding.shard_shape(shape)
-        except ValueError as error:
-            raise LeafShapeError(
-                f"{name} (shape {shape}) cannot be placed with {sharding}: {error}",
-                leaf=name,
-                shape=shape,
-                dim=0,
-            ) from None
-        result.append(sharding)
-    return tuple(result)

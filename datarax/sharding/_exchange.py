@@ -15,12 +15,14 @@ calls it is held.
 
 from __future__ import annotations
 
+import collections
 import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 
 import jax
 
 from datarax._compat import coordinator_client
+from datarax.errors import ExchangeTimeoutError
 
 EXCHANGE_TIMEOUT_S = 120.0
 _KEY_PREFIX = "datarax/exchange"
@@ -50,7 +52,7 @@ def exchange(text: str, what: str = "shard()", timeout_s: float = EXCHANGE_TIMEO
         timeout_s: how long to wait for the other processes.
 
     Raises:
-        RuntimeError: a process did not arrive within `timeout_s`.
+        ExchangeTimeoutError: a process did not arrive within `timeout_s`.
     """
     count, me = jax.process_count(), jax.process_index()
     if count == 1:
@@ -69,14 +71,35 @@ def exchange(text: str, what: str = "shard()", timeout_s: float = EXCHANGE_TIMEO
         try:
             texts.append(client.blocking_key_value_get(f"{key}/{process}", int(timeout_s * 1000)))
         except Exception as error:  # the client raises its own runtime error type
-            raise RuntimeError(
+            raise ExchangeTimeoutError(
                 f"Process {process} did not reach exchange #{round_index} of {what} within "
                 f"{timeout_s:g} s (this is process {me}). Every process must call {what} the "
                 "same number of times, in the same order, with batches of the same "
-                f"structure. ({type(error).__name__}: {error})"
+                f"structure. ({type(error).__name__}: {error})",
+                process=process,
+                what=what,
             ) from None
     if me == 0 and place == 0 and block >= 2:
         # Every peer has published this round, so every earlier block has been read in
         # full: one call removes a whole block of finished rounds (a directory).
         client.key_value_delete(f"{_KEY_PREFIX}/{block - 2}")
     return texts
+
+
+def at_odds(values: Sequence[Hashable | None]) -> tuple[int, ...]:
+    """The processes whose value (one per process, in process order) differs from the
+    most common one; every process that has one when no value is the most common. A
+    process whose value is None has nothing to compare, and is never at odds.
+
+    Example:
+        >>> at_odds(["float32", "float32", "int32"]), at_odds([(8, 3), (4, 3), None])
+        ((2,), (0, 1))
+    """
+    counts = collections.Counter(value for value in values if value is not None)
+    ranked = counts.most_common(2)
+    common = ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else None
+    return tuple(
+        process
+        for process, value in enumerate(values)
+        if value is not None and (common is None or value != common)
+    )

@@ -21,14 +21,15 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 from datarax._validate import check_int
-from datarax.sharding._checks import check_devices_known, check_sharding_type, ways_out
 from datarax.sharding._placement import (
     HostOf,
-    check_distinct_devices,
+    blocks_to_index,
+    describe_sharding,
     device_spans,
     host_ids,
     merge_spans,
 )
+from datarax.sharding._sharding_checks import check_sharding, ways_out
 
 
 def pretend_hosts(num_hosts: int, devices: Any = None) -> dict[int, int]:
@@ -108,9 +109,9 @@ class RowLedger:
 
     Raises:
         TypeError: `sharding` is not a Sharding, or `host_of` is not usable.
-        ValueError: `num_rows` does not split the way the sharding needs, the mesh
-            lists a device twice, or (without `host_of`) the sharding uses devices
-            that ``jax.devices()`` does not list.
+        ValueError: `num_rows` does not split the way the sharding needs.
+        MeshError: the mesh lists a device twice, or (without `host_of`) the sharding
+            uses devices that no started backend lists.
 
     Example:
         >>> mesh = jax.make_mesh((4, 2), ("data", "model"))
@@ -122,11 +123,8 @@ class RowLedger:
     """
 
     def __init__(self, sharding: Sharding, num_rows: int, *, host_of: HostOf = None):
-        check_sharding_type(sharding)
-        if host_of is None:  # the devices' own hosts: they must be this runtime's
-            check_devices_known(sharding)
-        check_distinct_devices(sharding)
-        self.sharding = sharding
+        # A plan (host_of given) may use any devices; the devices' own hosts, only live ones.
+        self.sharding = check_sharding(sharding, live_devices=host_of is None)
         self.num_rows = check_int("num_rows", num_rows, minimum=0)
         rows = _row_sharding(sharding)
         try:
@@ -177,10 +175,10 @@ class RowLedger:
 
     def rows_of_host(self, host: int) -> np.ndarray:
         """The global rows `host` must read, in increasing order (empty if none)."""
-        blocks = self.blocks_of_host(host)
-        if not blocks:
-            return np.zeros(0, dtype=np.int64)
-        return np.concatenate([np.arange(a, b) for a, b in blocks])
+        index = blocks_to_index(self.blocks_of_host(host))
+        if isinstance(index, slice):
+            return np.arange(index.start, index.stop, dtype=np.int64)
+        return index
 
     def row_count(self, host: int) -> int:
         """How many rows `host` must read."""
@@ -247,21 +245,14 @@ class RowLedger:
     def __str__(self) -> str:
         return (
             f"{self.num_rows} rows over {len(self.devices)} devices on {len(self.hosts)} "
-            f"host(s), {_describe(self.sharding)}\n{self.table()}"
+            f"host(s), {describe_sharding(self.sharding)}\n{self.table()}"
         )
 
     def __repr__(self) -> str:
         return (
             f"RowLedger(num_rows={self.num_rows}, devices={len(self.devices)}, "
-            f"hosts={len(self.hosts)}, sharding={_describe(self.sharding)})"
+            f"hosts={len(self.hosts)}, sharding={describe_sharding(self.sharding)})"
         )
-
-
-def _describe(sharding: Sharding) -> str:
-    if isinstance(sharding, NamedSharding):
-        mesh = dict(sharding.mesh.shape)
-        return f"spec {tuple(sharding.spec)} on mesh {mesh}"
-    return type(sharding).__name__
 
 
 def _partitions(sharding: Sharding, dim: int) -> int:

@@ -3,18 +3,18 @@
 This is the one module that computes it: the `RowLedger`, `shard_data(sharding=)`,
 global arrays and global batches all ask it. Everything is read off
 ``Sharding.devices_indices_map`` (JAX's own placement, for any mesh, spec and device
-order) and kept in Python ints, so any host id is exact. A mesh that lists a device
-twice is refused, as JAX refuses to place arrays on one.
+order) and kept in Python ints, so any host id is exact.
 
 `global_to_local_shape` and `local_to_global_shape` convert a leaf's shape between the
 global array and one host's part of it; `local_index` says which part that is. They
-agree with what ``jax.make_array_from_process_local_data`` expects from each host.
+agree with what ``jax.make_array_from_process_local_data`` expects from each host. These
+three check the sharding they are given (`check_sharding`); the other functions here
+trust theirs, which the public function that called them has checked.
 """
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -23,37 +23,12 @@ from jax.sharding import NamedSharding, Sharding
 
 from datarax._caches import cached
 from datarax._validate import check_int, check_shape
-from datarax.sharding._checks import check_sharding_type, named_leaf_sharding, ways_out
+from datarax.errors import LeafShapeError
+from datarax.sharding._sharding_checks import check_sharding, named_leaf_sharding, ways_out
 
 Spans = tuple[tuple[int, int], ...]  # a block: (start, stop) in every dimension
 Index = tuple[slice | np.ndarray, ...]
 HostOf = Mapping[int, int] | Callable[[Any], int] | None
-
-
-def check_distinct_devices(sharding: Sharding) -> None:
-    """Raises ValueError when the sharding's mesh lists a device more than once.
-
-    Example:
-        >>> from jax.sharding import Mesh
-        >>> d = jax.devices()
-        >>> check_distinct_devices(NamedSharding(Mesh(np.array([d[0], d[0]]), ("x",)), P()))
-        Traceback (most recent call last):
-        ...
-        ValueError: The mesh lists device 0 more than once...
-    """
-    mesh = getattr(sharding, "mesh", None)
-    devices = getattr(mesh, "devices", None)
-    if not isinstance(devices, np.ndarray):
-        return  # other shardings name each device once (a set)
-    counts = collections.Counter(devices.flat)
-    repeated = sorted(device.id for device, count in counts.items() if count > 1)
-    if repeated:
-        listed = ", ".join(map(str, repeated))
-        raise ValueError(
-            f"The mesh lists device {listed} more than once ({devices.size} entries, "
-            f"{len(counts)} distinct devices); JAX cannot place an array on it. Build the "
-            "mesh from distinct devices, e.g. with jax.make_mesh."
-        )
 
 
 def device_spans(sharding: Sharding, shape: tuple[int, ...]) -> dict[Any, Spans]:
@@ -112,14 +87,32 @@ def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in merged]
 
 
-def host_blocks(
-    sharding: Sharding, shape: tuple[int, ...], host: int, host_of: HostOf = None
-) -> list[list[tuple[int, int]]]:
-    """Per dimension, the merged ranges that `host`'s devices hold of a `shape` array."""
+def blocks_to_index(blocks: Sequence[tuple[int, int]]) -> slice | np.ndarray:
+    """The index that takes sorted, disjoint ``(start, stop)`` blocks out of an axis, in
+    order: a slice for one block (or none), else an integer array of their positions.
+
+    Example:
+        >>> blocks_to_index([(4, 8)]), blocks_to_index([(0, 2), (6, 8)])
+        (slice(4, 8, None), array([0, 1, 6, 7]))
+    """
+    if len(blocks) <= 1:
+        start, stop = blocks[0] if blocks else (0, 0)
+        return slice(start, stop)
+    return np.concatenate([np.arange(start, stop, dtype=np.int64) for start, stop in blocks])
+
+
+def host_index(sharding: Sharding, shape: tuple[int, ...], host: int) -> Index:
+    """Which part of a `shape` array `host`'s devices hold, per dimension (see
+    `local_index`, which checks its arguments; this trusts them)."""
+    if not shape:
+        return ()  # a 0-d array is replicated: every host holds it whole
     spans = device_spans(sharding, shape)
-    hosts = host_ids(spans, host_of)
-    mine = [block for block, owner in zip(spans.values(), hosts, strict=True) if owner == host]
-    return [merge_spans(block[dim] for block in mine) for dim in range(len(shape))]
+    mine = [
+        block for block, owner in zip(spans.values(), host_ids(spans), strict=True) if owner == host
+    ]
+    return tuple(
+        blocks_to_index(merge_spans(block[dim] for block in mine)) for dim in range(len(shape))
+    )
 
 
 @cached("blocks per dimension", 256)
@@ -134,6 +127,39 @@ def _dim_blocks(sharding: Sharding, rank: int, host: int) -> tuple[tuple[int, in
         )
         for dim in range(rank)
     )
+
+
+def host_global_shape(
+    sharding: Sharding, local_shape: tuple[int, ...], host: int
+) -> tuple[int, ...]:
+    """The global shape of an array of which `host`'s devices hold `local_shape` (see
+    `local_to_global_shape`, which checks its arguments; this trusts them).
+
+    Raises:
+        ValueError: the host holds no part of such an array.
+        LeafShapeError: `local_shape` does not split over the host's blocks.
+    """
+    if not local_shape:
+        return ()
+    result = []
+    blocks = _dim_blocks(sharding, len(local_shape), host)
+    for dim, (size, (total, held)) in enumerate(zip(local_shape, blocks, strict=True)):
+        if held == 0:
+            raise ValueError(
+                f"Host {host} holds no part of an array with this sharding (none of its "
+                "devices is in the mesh), so its local shape says nothing about the global one."
+            )
+        if size % held:
+            raise LeafShapeError(
+                f"Dimension {dim} has size {size} on host {host}, which holds {held} of its "
+                f"{total} blocks, so the size must be a multiple of {held}. " + ways_out(dim, held),
+                leaf="local_shape",
+                shape=local_shape,
+                dim=dim,
+                parts=held,
+            )
+        result.append(size // held * total)
+    return tuple(result)
 
 
 def _this_host(process_index: int | None) -> int:
@@ -165,8 +191,7 @@ def global_to_local_shape(
         >>> global_to_local_shape(NamedSharding(mesh, P("data")), (16, 3))
         (16, 3)
     """
-    check_sharding_type(sharding)
-    check_distinct_devices(sharding)
+    check_sharding(sharding, live_devices=False)
     shape = _checked_shape("global_shape", sharding, global_shape, splits=True)
     if not shape:
         return ()  # a 0-d array is replicated: every host holds it whole
@@ -188,28 +213,10 @@ def local_to_global_shape(
         >>> local_to_global_shape(NamedSharding(mesh, P("data")), (16, 3))
         (16, 3)
     """
-    check_sharding_type(sharding)
-    check_distinct_devices(sharding)
+    check_sharding(sharding, live_devices=False)
     host = _this_host(process_index)
     shape = _checked_shape("local_shape", sharding, local_shape, splits=False)
-    if not shape:
-        return ()
-    result = []
-    for dim, (size, (total, held)) in enumerate(
-        zip(shape, _dim_blocks(sharding, len(shape), host), strict=True)
-    ):
-        if held == 0:
-            raise ValueError(
-                f"Host {host} holds no part of an array with this sharding (none of its "
-                "devices is in the mesh), so its local shape says nothing about the global one."
-            )
-        if size % held:
-            raise ValueError(
-                f"Dimension {dim} has size {size} on host {host}, which holds {held} of its "
-                f"{total} blocks, so the size must be a multiple of {held}. " + ways_out(dim, held)
-            )
-        result.append(size // held * total)
-    return tuple(result)
+    return host_global_shape(sharding, shape, host)
 
 
 def local_index(
@@ -227,16 +234,19 @@ def local_index(
         >>> local_index(NamedSharding(mesh, P("data")), (16,))
         (slice(0, 16, None),)
     """
-    check_sharding_type(sharding)
-    check_distinct_devices(sharding)
+    check_sharding(sharding, live_devices=False)
     shape = _checked_shape("global_shape", sharding, global_shape, splits=True)
-    if not shape:
-        return ()
-    index: list[slice | np.ndarray] = []
-    for merged in host_blocks(sharding, shape, _this_host(process_index)):
-        if len(merged) <= 1:
-            start, stop = merged[0] if merged else (0, 0)
-            index.append(slice(start, stop))
-        else:
-            index.append(np.concatenate([np.arange(a, b) for a, b in merged]))
-    return tuple(index)
+    return host_index(sharding, shape, _this_host(process_index))
+
+
+def describe_sharding(sharding: Sharding) -> str:
+    """A sharding in one line: its spec and mesh for a NamedSharding, else its repr.
+
+    Example:
+        >>> describe_sharding(NamedSharding(jax.make_mesh((8,), ("data",)), P("data", None)))
+        "P('data', None) on mesh {'data': 8}"
+    """
+    if isinstance(sharding, NamedSharding):
+        spec = ", ".join(repr(entry) for entry in sharding.spec)
+        return f"P({spec}) on mesh {dict(sharding.mesh.shape)}"
+    return repr(sharding)

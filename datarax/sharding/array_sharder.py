@@ -9,14 +9,16 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
-from datarax._caches import BoundedCache
 from datarax._compat import on_auto_mesh
+from datarax._deprecated import ArraySharderAliases
 from datarax._validate import check_bool
 from datarax.sharding._base import SharderModule
-from datarax.sharding._checks import check_keys_sortable, leaf_shardings
+from datarax.sharding._checks import check_keys_sortable
 from datarax.sharding._flat_transfer import flat_shardings, place_flat
+from datarax.sharding._sharding_checks import leaf_shardings
+from datarax.sharding._signature import PlanCache
 
-_plans: BoundedCache[Sharding | list[Sharding]] = BoundedCache("placement plans", 1024)
+_plans: PlanCache[Sharding | list[Sharding]] = PlanCache("placement plans", 1024)
 
 
 def plan_shardings(
@@ -26,39 +28,25 @@ def plan_shardings(
 
     The target is one sharding when every leaf gets the same one (the usual case,
     and measurably faster to place than a list), else one validated sharding per
-    leaf. Validation runs once per (structure, leaf shapes and dtypes, sharding);
-    later calls with the same signature cost a flatten and a dictionary lookup. Whether
-    a jax leaf was deleted (or donated) is part of the signature, so a plan made for
-    live arrays never places a deleted one: validation names it.
+    leaf. Validation, of the sharding and of every leaf, runs once per batch
+    signature (`batch_signature`); later calls with the same signature cost a flatten
+    and a dictionary lookup.
     """
     try:
         leaves, treedef = jax.tree_util.tree_flatten(batch)
     except (TypeError, ValueError):
         check_keys_sortable(batch)
         raise
-    signature = tuple(
-        (
-            type(leaf),
-            getattr(leaf, "shape", None),
-            getattr(leaf, "dtype", None),
-            isinstance(leaf, jax.Array) and leaf.is_deleted(),
-        )
-        for leaf in leaves
-    )
-    key = (treedef, signature, sharding)
-    try:
-        shardings = _plans.get(key)
-    except TypeError:  # unhashable, so not a Sharding: validation below says so
-        shardings = None
-    if shardings is None:
+
+    def make() -> Sharding | list[Sharding]:
         per_leaf = leaf_shardings(batch, sharding)
         shared = all(leaf is per_leaf[0] for leaf in per_leaf)
-        shardings = per_leaf[0] if per_leaf and shared else list(per_leaf)
-        _plans.put(key, shardings)
-    return leaves, treedef, shardings
+        return per_leaf[0] if per_leaf and shared else list(per_leaf)
+
+    return leaves, treedef, _plans.plan(treedef, leaves, sharding, make)[1]
 
 
-class ArraySharder(SharderModule):
+class ArraySharder(SharderModule, ArraySharderAliases):
     """Places a batch (any pytree of arrays and numbers) onto devices.
 
     Host (numpy) leaves are copied straight into their shards on each device, never
@@ -120,11 +108,6 @@ class ArraySharder(SharderModule):
             raise
         return jax.tree_util.tree_unflatten(treedef, placed)
 
-    @staticmethod
-    def shard_static(batch: Any, sharding: Sharding) -> Any:
-        """``ArraySharder().shard(batch, sharding)``, as a static method (original API)."""
-        return _ONE.shard(batch, sharding)
-
     def shard_with_info(
         self, batch: Any, sharding: Sharding, info: dict[str, Any] | None = None
     ) -> Any:
@@ -158,17 +141,3 @@ class ArraySharder(SharderModule):
             "shardings": jax.tree_util.tree_map(lambda leaf: leaf.sharding, placed),
         }
         return placed
-
-    @staticmethod
-    def shard_with_info_static(
-        batch: Any, sharding: Sharding, info: dict[str, Any] | None = None
-    ) -> Any:
-        """`shard_with_info` as a static method (original API)."""
-        return _ONE.shard_with_info(batch, sharding, info)
-
-    def apply_parallel_transform(self, batch: Any, transform_fn: Any, *args: Any) -> Any:
-        """`parallel_transform` under its other name in the original API."""
-        return self.parallel_transform(batch, transform_fn, *args)
-
-
-_ONE = ArraySharder()

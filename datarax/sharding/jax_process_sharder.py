@@ -17,30 +17,27 @@ Two ways to choose a host's rows:
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from typing import Any, TypeVar
 
 import jax
 import numpy as np
 from flax import nnx
-from jax.sharding import NamedSharding, Sharding
+from jax.sharding import Sharding
 
-from datarax._validate import check_bool, check_int, check_process
-from datarax.sharding._base import AxisRules, SharderModule, SharderModuleConfig, resolve_rules
+from datarax._deprecated import UNSET, JaxProcessSharderConfig, Unset, from_config
+from datarax._validate import AxisRules, check_bool, check_int, check_process
+from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import (
-    check_devices_known,
     check_keys_sortable,
     check_known_container,
     check_not_deleted,
     check_rows_agree,
-    check_sharding_type,
     flatten_with_path,
     leaf_name,
-    named_leaf_sharding,
 )
 from datarax.sharding._global_arrays import CheckedSignatures, make_global
-from datarax.sharding._placement import local_index
+from datarax.sharding._placement import host_index
+from datarax.sharding._sharding_checks import check_sharding, leaf_sharding
 from datarax.sharding.array_sharder import ArraySharder
 
 Data = TypeVar("Data")
@@ -132,41 +129,10 @@ def _take(value: Any, index: tuple[slice | np.ndarray, ...]) -> Any:
     return value
 
 
-def _leaf_sharding(name: str, shape: tuple[int, ...], sharding: Sharding) -> Sharding:
-    if isinstance(sharding, NamedSharding):
-        return named_leaf_sharding(name, shape, sharding)
-    return sharding
-
-
-class _Unset(enum.Enum):
-    """The default of a keyword that a config may give instead."""
-
-    UNSET = enum.auto()
-
-    def __repr__(self) -> str:  # how signatures show it
-        return "<True, or config's>"
-
-
-_UNSET = _Unset.UNSET
-
-
-@dataclasses.dataclass(frozen=True)
-class JaxProcessSharderConfig(SharderModuleConfig):
-    """`JaxProcessSharder`'s settings as one object, the form of the original datarax API.
-
-    ``JaxProcessSharderModule(JaxProcessSharderConfig(drop_remainder=False))`` is
-    ``JaxProcessSharder(drop_remainder=False)``.
-
-    Attributes:
-        drop_remainder: give every host the same number of rows (see `shard_bounds`).
-        sharding_rules: logical-to-mesh axis pairs, or None.
-    """
-
-    drop_remainder: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_bool("drop_remainder", self.drop_remainder)
+def _mine(name: str, value: Any, shape: tuple[int, ...], sharding: Sharding) -> Any:
+    """This host's part of `value` (a leaf or a list of rows, of `shape`) under `sharding`."""
+    index = host_index(leaf_sharding(name, shape, sharding), shape, jax.process_index())
+    return _take(value, index)
 
 
 class JaxProcessSharder(SharderModule):
@@ -180,11 +146,10 @@ class JaxProcessSharder(SharderModule):
 
     Also exported as ``JaxProcessSharderModule``.
 
-    Settings come as keywords or as a `JaxProcessSharderConfig` (the original datarax
-    form); giving one setting both ways is an error.
-
     Args:
-        config: the settings as a `JaxProcessSharderConfig`, or None.
+        config: deprecated: the settings as a `JaxProcessSharderConfig` (the original
+            datarax API's form), or None; giving a setting both there and as a keyword
+            is an error. Pass them as keywords instead.
         drop_remainder: without a sharding, give every host the same number of rows
             (the default), dropping up to ``process_count - 1`` rows; otherwise the
             first hosts get one more.
@@ -209,11 +174,13 @@ class JaxProcessSharder(SharderModule):
         (2, 4)
     """
 
+    _config_class = JaxProcessSharderConfig
+
     def __init__(
         self,
         config: JaxProcessSharderConfig | None = None,
         *,
-        drop_remainder: bool | _Unset = _UNSET,
+        drop_remainder: bool | Unset = UNSET,
         check_every_batch: bool = False,
         process_index: int | None = None,
         process_count: int | None = None,
@@ -221,14 +188,10 @@ class JaxProcessSharder(SharderModule):
         rngs: nnx.Rngs | None = None,
         name: str | None = None,
     ):
-        rules = resolve_rules(config, axis_rules, JaxProcessSharderConfig)
+        rules, drop_remainder = from_config(
+            config, JaxProcessSharderConfig, axis_rules, drop_remainder
+        )
         super().__init__(axis_rules=rules, rngs=rngs, name=name)
-        if isinstance(drop_remainder, _Unset):
-            drop_remainder = True if config is None else config.drop_remainder
-        elif config is not None:
-            raise ValueError(
-                "drop_remainder was given twice, in config and as a keyword; pass it once."
-            )
         self.drop_remainder = check_bool("drop_remainder", drop_remainder)
         count = jax.process_count() if process_count is None else process_count
         index = jax.process_index() if process_index is None else process_index
@@ -236,11 +199,6 @@ class JaxProcessSharder(SharderModule):
         self.local_device_count = jax.local_device_count()
         self.check_every_batch = check_bool("check_every_batch", check_every_batch)
         self._checked = CheckedSignatures()  # this sharder's own: a new one checks again
-
-    @property
-    def config(self) -> JaxProcessSharderConfig:
-        """The settings as a config object (the original datarax API's form)."""
-        return JaxProcessSharderConfig(self.axis_rules, self.drop_remainder)
 
     def _is_pretend(self) -> bool:
         return (self.process_index, self.process_count) != (
@@ -293,8 +251,7 @@ class JaxProcessSharder(SharderModule):
         """
         if sharding is not None:
             self._refuse_pretend("shard_data(data, sharding=...)")
-            check_sharding_type(sharding)
-            check_devices_known(sharding)
+            check_sharding(sharding)
         if isinstance(data, (list, tuple)) or jax.tree_util.treedef_is_leaf(
             flatten_with_path(data, "data")[1]
         ):
@@ -304,7 +261,7 @@ class JaxProcessSharder(SharderModule):
                 start, stop = self.bounds(rows)
                 return data[start:stop]  # type: ignore[index]
             shape = (rows,) if isinstance(data, (list, tuple)) else tuple(np.shape(data))  # type: ignore[arg-type]
-            return _take(data, local_index(_leaf_sharding("data", shape, sharding), shape))
+            return _mine("data", data, shape, sharding)
         named, treedef = _leaves(data)
         arrays = [leaf for leaf in named if np.ndim(leaf[1]) or leaf[2]]
         rows = [(name, _rows_of(leaf, name, inner)) for name, leaf, inner in arrays]
@@ -315,11 +272,10 @@ class JaxProcessSharder(SharderModule):
             start, stop = self.bounds(rows[0][1])
             parts = [leaf[start:stop] if np.ndim(leaf) else leaf for _, leaf, _ in named]
         else:
-            parts = []
-            for name, leaf, _ in named:
-                shape = tuple(np.shape(leaf))
-                index = local_index(_leaf_sharding(name, shape, sharding), shape)
-                parts.append(_take(leaf, index) if shape else leaf)
+            parts = [
+                _mine(name, leaf, np.shape(leaf), sharding) if np.ndim(leaf) else leaf
+                for name, leaf, _ in named
+            ]
         return jax.tree_util.tree_unflatten(treedef, parts)
 
     def shard(self, batch: Any, sharding: Sharding) -> Any:

@@ -9,11 +9,11 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-from jax.sharding import Mesh
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from datarax._validate import check_int
+from datarax.sharding._placement import describe_sharding
 
 from . import _blocks, _sizes
 from ._ledger_frame import (
@@ -30,7 +30,6 @@ from ._ledger_frame import (
     rows_text,
 )
 from ._palette import COPIES_HATCH, HOST_PALETTE, SEVERAL_HOSTS
-from ._tables import format_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,9 +218,7 @@ def _holders(ledger: Any, low: int, high: int) -> tuple[tuple[Span, tuple[int, .
 
 def _heading(ledger: Any, per: str) -> str:
     devices, hosts = len(ledger.devices), len(ledger.hosts)
-    line = f"{ledger.num_rows} rows, {format_spec(ledger.sharding)}"
-    mesh = getattr(ledger.sharding, "mesh", None)
-    line += f" on mesh {dict(mesh.shape)}" if isinstance(mesh, Mesh) else ""
+    line = f"{ledger.num_rows} rows, {describe_sharding(ledger.sharding)}"
     line += f", {devices} device{'s' * (devices != 1)}"
     line += f" and {hosts} host{'s' * (hosts > 1)}"
     return line + (": one row of bars per host" if per == "host" else "")

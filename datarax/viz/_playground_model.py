@@ -17,7 +17,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from datarax.sharding import ArraySharder, RowLedger, pretend_hosts
-from datarax.sharding._checks import check_spec_against_mesh, named_leaf_sharding
+from datarax.sharding._sharding_checks import check_spec_against_mesh, named_leaf_sharding
 
 from . import _playground_code
 

@@ -8,7 +8,7 @@ from typing import Any
 from jax.sharding import PartitionSpec
 
 from datarax._validate import check_int, is_sequence
-from datarax.sharding._checks import spec_axis_names
+from datarax.sharding._sharding_checks import spec_axis_names
 
 from ._playground import Playground
 from ._playground_model import (

@@ -13,7 +13,8 @@ from jax.sharding import NamedSharding, Sharding
 from rich.table import Table
 
 from datarax._validate import check_str
-from datarax.sharding._checks import check_sharding_type, flatten_with_path
+from datarax.sharding._checks import flatten_with_path
+from datarax.sharding._sharding_checks import check_sharding_type
 
 from ._blocks import compact
 
