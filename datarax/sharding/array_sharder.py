@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+from collections.abc import Hashable
 from typing import Any
 
 import jax
 from jax.sharding import Sharding
 
+from datarax._caches import BoundedCache
 from datarax._compat import on_auto_mesh
 from datarax._deprecated import ArraySharderAliases
-from datarax._validate import check_bool
 from datarax.sharding._base import SharderModule
 from datarax.sharding._checks import check_keys_sortable
-from datarax.sharding._flat_transfer import flat_shardings, place_flat
+from datarax.sharding._flat_transfer import SendFlat, place, sending_plan
 from datarax.sharding._sharding_checks import leaf_shardings
 from datarax.sharding._signature import PlanCache
 
 _plans: PlanCache[Sharding | list[Sharding]] = PlanCache("placement plans", 1024)
+_ways: BoundedCache[tuple[Any]] = BoundedCache("how leaves cross", 1024)
 
 
 def plan_shardings(
     batch: Any, sharding: Sharding
-) -> tuple[list[Any], Any, Sharding | list[Sharding]]:
-    """Flattens `batch` and returns (leaves, treedef, the `jax.device_put` target).
+) -> tuple[list[Any], Any, Sharding | list[Sharding], Hashable]:
+    """Flattens `batch` and returns (leaves, treedef, the `jax.device_put` target, the
+    batch's signature).
 
     The target is one sharding when every leaf gets the same one (the usual case,
     and measurably faster to place than a list), else one validated sharding per
@@ -43,7 +44,8 @@ def plan_shardings(
         shared = all(leaf is per_leaf[0] for leaf in per_leaf)
         return per_leaf[0] if per_leaf and shared else list(per_leaf)
 
-    return leaves, treedef, _plans.plan(treedef, leaves, sharding, make)[1]
+    signature, shardings = _plans.plan(treedef, leaves, sharding, make)
+    return leaves, treedef, shardings, signature
 
 
 class ArraySharder(SharderModule, ArraySharderAliases):
@@ -68,16 +70,20 @@ class ArraySharder(SharderModule, ArraySharderAliases):
         True
     """
 
-    def shard(self, batch: Any, sharding: Sharding, *, send_flat: bool = False) -> Any:
+    def shard(self, batch: Any, sharding: Sharding, *, send_flat: SendFlat = "auto") -> Any:
         """Returns `batch` with every leaf a `jax.Array` placed with `sharding`.
 
         Args:
             batch: a pytree whose leaves are numpy arrays, jax arrays or numbers.
             sharding: where to put them, usually ``NamedSharding(mesh, P("data"))``.
-            send_flat: send every numpy leaf of rank 3 or more to TPUs as one
-                ``(rows, rest)`` array and reshape it there, which copies image batches
-                about 4x faster on a TPU v5e; elsewhere leaves are placed as they are.
-                The result is the same either way (docs/benchmarks/tpu_copy.md).
+            send_flat: how host leaves cross to TPUs. ``"auto"`` (the default): a leaf
+                of rank 3 or more that can crosses as one ``(rows, rest)`` array and is
+                reshaped there, and a large leaf bound for one chip crosses in pieces
+                joined there, which copies an image batch several times as fast on a
+                TPU v5e; elsewhere leaves are placed as they are. True: the same, and a
+                leaf of rank 3 or more that cannot cross flat is an error, on every
+                platform. False: every leaf as it is. The arrays are the same either way
+                (`datarax.sharding._flat_transfer`, docs/benchmarks/tpu_copy.md).
 
         Returns:
             A pytree of the same structure with `jax.Array` leaves.
@@ -91,18 +97,23 @@ class ArraySharder(SharderModule, ArraySharderAliases):
                 does not fit JAX's integer type, or, with `send_flat`, the sharding of a
                 leaf of rank 3 or more splits a dimension after its first.
         """
-        check_bool("send_flat", send_flat)
-        leaves, treedef, shardings = plan_shardings(batch, sharding)
+        if send_flat != "auto" and not isinstance(send_flat, bool):
+            raise TypeError(
+                f"send_flat must be True, False or 'auto', got {type(send_flat).__name__}: "
+                f"{send_flat!r:.60}."
+            )
+        leaves, treedef, shardings, signature = plan_shardings(batch, sharding)
         if not leaves:
             return batch
-        place: Callable[[list[Any], Any], list[Any]] = jax.device_put
-        if send_flat:
-            flats = flat_shardings(batch, leaves, shardings)
-            place = functools.partial(place_flat, flats=flats)
+        known = _ways.get((signature, send_flat))
+        if known is None:
+            known = (sending_plan(batch, leaves, shardings, send_flat),)
+            _ways.put((signature, send_flat), known)
+        ways = known[0]
         try:
-            placed = place(leaves, shardings)
+            placed = place(leaves, shardings, ways)
         except ValueError:
-            placed = place([on_auto_mesh(leaf) for leaf in leaves], shardings)
+            placed = place([on_auto_mesh(leaf) for leaf in leaves], shardings, ways)
         except OverflowError:  # a python int too large, in a batch whose plan was cached
             leaf_shardings(batch, sharding)  # raises the ValueError that names it
             raise
