@@ -302,3 +302,17 @@ class ClusterError(DataraxError, RuntimeError):
         self.process_index = process_index
         self.outputs = list(outputs)
         self.signal = signal
+
+
+class EnvironmentVariableError(DataraxError, ValueError):
+    """An environment variable holds a value that cannot be used: one that JAX refuses,
+    or one that a local cluster's processes must not get.
+
+    Attributes:
+        variable: its name, e.g. ``JAX_PLATFORMS``.
+        value: the value refused.
+    """
+
+    def __init__(self, message: str, *, variable: str, value: str):
+        super().__init__(message)
+        self.variable, self.value = variable, value

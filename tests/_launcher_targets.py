@@ -77,6 +77,12 @@ def combine(left: int, right: int, *, scale: int = 1) -> dict[str, Any]:
     }
 
 
+def environment_seen() -> tuple[str | None, str | None, int, str | None]:
+    """XLA_FLAGS, JAX_PLATFORMS, the local device count and the variable X, as seen here."""
+    env = os.environ
+    return env.get("XLA_FLAGS"), env.get("JAX_PLATFORMS"), jax.local_device_count(), env.get("X")
+
+
 def launch_sleepers(ready_dir: str, fork_when_ready: bool) -> None:
     """Runs `sleep_with_a_child` on a 2-process cluster, until this process is killed.
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from datarax.distributed import _args, _descendants
+from datarax.distributed._args import DEVICE_COUNT_FLAG
 from datarax.distributed._ports import free_port
 from datarax.distributed._report import (
     coordinator_failed,
@@ -94,13 +95,18 @@ def _describe_target(target: Callable[..., Any] | str | os.PathLike[str]) -> tup
     return "source", (source, name)
 
 
-def _worker_env(extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
+def _worker_env(extra: Mapping[str, str], devices_per_process: int) -> dict[str, str]:
+    """This process's environment, with `extra` and the launcher's settings on top.
+
+    XLA_FLAGS are `extra`'s if it has them, else this process's, with the device-count
+    flag set to `devices_per_process` (this process's own count is not the workers').
+    """
+    env = {**os.environ, **extra}
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(DEVICE_COUNT_FLAG)]
+    env["XLA_FLAGS"] = " ".join([*flags, f"{DEVICE_COUNT_FLAG}={devices_per_process}"])
     env["JAX_PLATFORMS"] = "cpu"  # workers never claim an accelerator, even on a TPU VM
+    env["JAX_NUM_CPU_DEVICES"] = str(devices_per_process)
     env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra or {})
     return env
 
 
@@ -149,7 +155,13 @@ def launch_local(
             3600 seconds (rounded up to whole seconds).
         shutdown_timeout_s: how long a process that has returned waits for the others
             before the cluster gives up on them, from 1 to 3600 seconds (rounded up).
-        env: extra environment variables for the processes, str names to str values.
+        env: environment variables for the processes, str names to str values, on
+            top of this process's environment. ``XLA_FLAGS`` replaces this process's
+            flags; a device-count flag in it must say `devices_per_process`, which the
+            launcher adds. ``JAX_PLATFORMS`` may only be ``'cpu'``, and the variables
+            the launcher sets itself (``JAX_NUM_CPU_DEVICES``,
+            ``JAX_CPU_COLLECTIVES_IMPLEMENTATION``, ``PYTHONUNBUFFERED``,
+            ``DATARAX_CLUSTER_RUN``) only the value it gives them.
         verbose: keep the lines the gloo CPU collectives print as each process
             connects to its peers ("[Gloo] Rank 0 is connected to 3 peer ranks ...")
             in the outputs; by default they are left out.
@@ -167,6 +179,8 @@ def launch_local(
             25 lines of its output, each cut to 500 characters. Raised within 2
             seconds of the failure, or once a process already ending has ended (at
             most 10 s more), so that it is named with its own signal.
+        EnvironmentVariableError: `env` sets a variable that the launcher sets, to
+            another value (a `ValueError`); nothing was started.
         TypeError, ValueError: an argument is not usable; nothing was started.
 
     Example:
@@ -268,7 +282,10 @@ def _run(
     processes: list[subprocess.Popen[bytes]] = []
     workers = Workers(processes, mark=str(job_dir))
     command = [sys.executable, "-m", "datarax.distributed._worker", str(job_dir)]
-    env = {**_worker_env(options.env), _descendants.MARK_VARIABLE: str(job_dir)}
+    env = {
+        **_worker_env(options.env, options.devices_per_process),
+        _descendants.MARK_VARIABLE: str(job_dir),
+    }
     try:
         for index, log_path in enumerate(log_paths):
             with open(log_path, "wb") as log:
