@@ -89,21 +89,25 @@ def _refuse_launcher_values(env: Mapping[str, str], devices_per_process: int) ->
     """Refuses a value that the launcher would replace with its own, saying why."""
     count = str(devices_per_process)
     for name, value in env.items():
-        allowed, why = _LAUNCHER_SETS.get(name, (value, ""))
-        if name == "JAX_NUM_CPU_DEVICES":
-            allowed, why = count, f"devices_per_process={count} sets each process's devices"
         if name == "XLA_FLAGS":
-            counts = [f for f in value.split() if f.startswith(f"{DEVICE_COUNT_FLAG}=")]
-            if any(flag != f"{DEVICE_COUNT_FLAG}={count}" for flag in counts):
+            flags = [f for f in value.split() if f.startswith(f"{DEVICE_COUNT_FLAG}=")]
+            if any(flag != f"{DEVICE_COUNT_FLAG}={count}" for flag in flags):
                 raise EnvironmentVariableError(
-                    f"env['XLA_FLAGS'] sets {counts[-1]}, but devices_per_process={count} "
+                    f"env['XLA_FLAGS'] sets {flags[-1]}, but devices_per_process={count} "
                     "sets each process's devices: pass devices_per_process instead and "
                     "leave the flag out (the other flags reach every process).",
                     variable=name,
                     value=value,
                 )
-        elif value != allowed:
-            may = "may only be " + repr(allowed) if allowed is not None else "cannot be set"
+            continue
+        if name == "JAX_NUM_CPU_DEVICES":
+            allowed, why = count, f"devices_per_process={count} sets each process's devices"
+        elif name in _LAUNCHER_SETS:
+            allowed, why = _LAUNCHER_SETS[name]
+        else:
+            continue
+        if value != allowed:
+            may = "cannot be set" if allowed is None else f"may only be {allowed!r}"
             raise EnvironmentVariableError(
                 f"env[{name!r}] {may} (got {reprlib.repr(value)}): {why}.",
                 variable=name,
@@ -181,8 +185,8 @@ def check(
     Raises:
         TypeError: an argument has the wrong type (a bool is not an int here).
         ValueError: an argument is out of its range.
-        EnvironmentVariableError: `env` gives a variable that the launcher sets a
-            value the launcher would replace (a `ValueError` too).
+        EnvironmentVariableError: `env` gives a variable that the launcher sets itself
+            a value other than the launcher's (a `ValueError` too).
     """
     positional, keywords = _arguments(args, kwargs, script)
     devices = _count(

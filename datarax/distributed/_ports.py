@@ -4,10 +4,10 @@ Between choosing a free port and the coordinator listening on it, process 0 star
 Python and imports JAX: seconds on a loaded machine. A port from the ephemeral range
 (the one the system hands out to every outgoing connection and every ``bind`` to port
 0, gloo's own sockets included) can be taken in that gap, and the coordinator then
-fails to start (jax 0.7 raises; newer jax raises or crashes with SIGSEGV). So the port is chosen
-below that range, where only a program that names the port binds it; the range is read
-from ``/proc/sys/net/ipv4/ip_local_port_range`` on Linux, and elsewhere is taken to be
-IANA's 49152-65535 (macOS and Windows use it).
+fails to start (jax 0.7 raises; newer jax raises or crashes with SIGSEGV). So the port
+is chosen below that range, where only a program that names the port binds it; the
+range is read from ``/proc/sys/net/ipv4/ip_local_port_range`` on Linux, and elsewhere
+is taken to be IANA's 49152-65535 (macOS and Windows use it).
 """
 
 from __future__ import annotations
