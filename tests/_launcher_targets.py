@@ -130,12 +130,12 @@ def end_one_then_fail_the_other(process: int, how: str) -> int:
             ctypes.string_at(0)  # reads address 0: SIGSEGV
         os.kill(os.getpid(), signal.SIGKILL)
     peer = int(pids[process])
-    while _running(peer):
+    while running(peer):
         time.sleep(0.01)
     raise RuntimeError(f"process {process} is gone")
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
     """Whether `pid` runs; a zombie, dead and not yet reaped, does not."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"

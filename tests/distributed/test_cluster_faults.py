@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ HOW = {"kill": ("SIGKILL", "was killed by SIGKILL."), "crash": ("SIGSEGV", "cras
 
 
 def _end_one(process: int, how: str) -> ClusterError:
+    """The error of a 2-process run in which `process` ends by a signal; both are gone."""
     with pytest.raises(ClusterError) as caught:
         launch_local(
             targets.end_one_then_fail_the_other,
@@ -41,6 +43,10 @@ def _end_one(process: int, how: str) -> ClusterError:
             timeout_s=90,
             shutdown_timeout_s=2,
         )
+    pids = [
+        int(pid) for out in caught.value.outputs for pid in re.findall(r"^pid (\d+)", out, re.M)
+    ]
+    assert len(pids) == 2 and not [pid for pid in pids if targets.running(pid)], pids
     return caught.value
 
 
