@@ -285,9 +285,34 @@ class ClusterError(DataraxError, RuntimeError):
             time-out the first whose target had not returned.
         outputs: every process's output, in process order; of a longer output only
             the last 64 KiB, after a line saying how much was left out.
+        signal: the name of the signal that ended the process to blame (``"SIGSEGV"``
+            when it crashed, ``"SIGKILL"`` when something killed it); None when it
+            exited, raised, or was still running when the launcher stopped it.
     """
 
-    def __init__(self, message: str, process_index: int | None, outputs: Sequence[str]):
+    def __init__(
+        self,
+        message: str,
+        process_index: int | None,
+        outputs: Sequence[str],
+        *,
+        signal: str | None = None,
+    ):
         super().__init__(message)
         self.process_index = process_index
         self.outputs = list(outputs)
+        self.signal = signal
+
+
+class EnvironmentVariableError(DataraxError, ValueError):
+    """An environment variable holds a value that cannot be used: one that JAX refuses,
+    or one that a local cluster's processes must not get.
+
+    Attributes:
+        variable: its name, e.g. ``JAX_PLATFORMS``.
+        value: the value refused.
+    """
+
+    def __init__(self, message: str, *, variable: str, value: str):
+        super().__init__(message)
+        self.variable, self.value = variable, value

@@ -1,4 +1,4 @@
-"""Functions that the processes of a local cluster run for tests/test_launcher.py.
+"""Functions that the processes of a local cluster run for the launcher's tests.
 
 Each process prints ``pid <its pid>`` first, so a test can check afterwards that the
 process is gone. `launch_sleepers` is the launching process of the tests that kill it.
@@ -7,6 +7,7 @@ process is gone. `launch_sleepers` is the launching process of the tests that ki
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 from jax.experimental import multihost_utils
 
 from datarax.distributed import launch_local
@@ -75,6 +77,12 @@ def combine(left: int, right: int, *, scale: int = 1) -> dict[str, Any]:
     }
 
 
+def environment_seen() -> tuple[str | None, str | None, int, str | None]:
+    """XLA_FLAGS, JAX_PLATFORMS, the local device count and the variable X, as seen here."""
+    env = os.environ
+    return env.get("XLA_FLAGS"), env.get("JAX_PLATFORMS"), jax.local_device_count(), env.get("X")
+
+
 def launch_sleepers(ready_dir: str, fork_when_ready: bool) -> None:
     """Runs `sleep_with_a_child` on a 2-process cluster, until this process is killed.
 
@@ -107,6 +115,32 @@ def kill_one_after_a_collective(process: int) -> int:
         os.kill(os.getpid(), signal.SIGKILL)
     multihost_utils.sync_global_devices("never completes")
     return 0
+
+
+def end_one_then_fail_the_other(process: int, how: str) -> int:
+    """Process `process` ends by a signal: `how` is 'kill' (SIGKILL) or 'crash' (SIGSEGV).
+
+    The others raise as soon as it is gone (dead, even if not yet reaped), as a process
+    whose collective lost its peer does, but without waiting for a collective to notice.
+    """
+    _announce()
+    pids = multihost_utils.process_allgather(np.array(os.getpid()))
+    if jax.process_index() == process:
+        if how == "crash":
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        os.kill(os.getpid(), signal.SIGKILL)
+    peer = int(pids[process])
+    while running(peer):
+        time.sleep(0.01)
+    raise RuntimeError(f"process {process} is gone")
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs; a zombie, dead and not yet reaped, does not."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def hang_in_a_hook_after_returning() -> int:

@@ -159,15 +159,21 @@ def test_jax_platforms_cpu_skips_the_probe(monkeypatch: pytest.MonkeyPatch) -> N
         ("cpu 1\n", (None, 0)),
         ("", (None, 0)),
         (subprocess.TimeoutExpired("python", 1.0), (None, 0)),
-        (subprocess.CalledProcessError(1, "python"), (None, 0)),
+        (subprocess.CompletedProcess("python", 1, stdout="", stderr="RuntimeError"), (None, 0)),
     ],
 )
 def test_probe_reads_the_child_process_answer(
     monkeypatch: pytest.MonkeyPatch, outcome, expected
 ) -> None:
+    # Without JAX_PLATFORMS, a probe that fails means no accelerator (with it, an error:
+    # tests/distributed/test_cluster_env.py).
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+
     def run(*args, **kwargs) -> subprocess.CompletedProcess:
         if isinstance(outcome, Exception):
             raise outcome
+        if isinstance(outcome, subprocess.CompletedProcess):
+            return outcome
         return subprocess.CompletedProcess(args, 0, stdout=outcome, stderr="")
 
     monkeypatch.setattr(devices.subprocess, "run", run)

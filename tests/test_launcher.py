@@ -168,7 +168,7 @@ def test_the_process_that_never_returns_is_blamed_not_the_one_waiting_for_it() -
         "Local JAX cluster failed: process 1 had not returned 10 s (shutdown_timeout_s) "
         "after another process did.\nProcess 1 of 2 was still running; the launcher stopped it."
     )
-    assert stopped or message.startswith("Process 1 of 2 was killed by SIGABRT.")
+    assert stopped or message.startswith("Process 1 of 2 aborted with SIGABRT.")
     assert "Its target never returned, and process 0, done, gave up waiting for it." in message
     assert re.search(r"Process 0 (had returned and was waiting|returned, then)", message)
 
@@ -301,8 +301,8 @@ def test_report_names_a_process_that_left_without_a_result() -> None:
     )
     assert culprit == 1
     assert message.startswith("Process 1 of 2 exited with code 0 before its target returned")
-    assert "Process 0 was killed by SIGABRT." in message
+    assert "Process 0 aborted with SIGABRT." in message
     culprit, message = report(0, "", [-6, None], [("ok", 1), None], ["", ""], ["joined", "joined"])
     assert culprit == 1 and message.startswith("Process 1 of 2 was still running")
     assert "Its target never returned, and process 0, done, gave up waiting for it." in message
-    assert "Process 0 returned, then was killed by SIGABRT while waiting for the others." in message
+    assert "Process 0 returned, then aborted with SIGABRT while waiting for the others." in message

@@ -16,8 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from datarax.distributed._launcher import ProcessResult as ProcessResult
-from datarax.distributed._launcher import free_port as free_port
 from datarax.distributed._launcher import launch_local as launch_local
+from datarax.distributed._ports import free_port as free_port
 from datarax.errors import ClusterError as ClusterError
 
 _DEVICE_NAMES = ("DevicePlan", "accelerator_devices", "choose_devices", "setup_devices")

@@ -1,7 +1,8 @@
 """Checks the arguments of `datarax.distributed.launch_local` before any process starts.
 
 Each check raises a `TypeError` (wrong kind of value) or a `ValueError` (out of
-range) that names the argument, what it may be and the value received.
+range) that names the argument, what it may be and the value received. A variable in
+`env` that the launcher sets itself may only be given the value the launcher gives it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import numbers
 import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from datarax.distributed._descendants import MARK_VARIABLE
+from datarax.errors import EnvironmentVariableError
 
 MAX_PROCESSES = 64  # each is a Python interpreter with its own JAX runtime
 MAX_DEVICES_PER_PROCESS = 512  # simulated CPU devices, each with its own buffers
@@ -58,7 +62,60 @@ def _seconds(name: str, value: object, allowed: str, fits: Callable[[float], boo
     return number
 
 
-def _environment(env: object) -> dict[str, str]:
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+# The variables the launcher sets for its processes: the one value each may be given
+# (None: none), and why.
+_LAUNCHER_SETS = {
+    "JAX_PLATFORMS": (
+        "cpu",
+        "the processes of a local cluster run on simulated CPU devices and join through "
+        "gloo's CPU collectives, whatever chips this machine has (docs/laptop_to_pod.md "
+        "shows the same code on a pod's chips)",
+    ),
+    "JAX_CPU_COLLECTIVES_IMPLEMENTATION": ("gloo", "the processes join through gloo"),
+    "PYTHONUNBUFFERED": (
+        "1",
+        "the launcher needs each process's output unbuffered, so that a process that "
+        "crashes still shows its last lines",
+    ),
+    MARK_VARIABLE: (
+        None,
+        "the launcher marks every process of a run with it, to find and stop what they start",
+    ),
+}
+
+
+def _refuse_launcher_values(env: Mapping[str, str], devices_per_process: int) -> None:
+    """Refuses a value that the launcher would replace with its own, saying why."""
+    count = str(devices_per_process)
+    for name, value in env.items():
+        if name == "XLA_FLAGS":
+            flags = [f for f in value.split() if f.startswith(f"{DEVICE_COUNT_FLAG}=")]
+            if any(flag != f"{DEVICE_COUNT_FLAG}={count}" for flag in flags):
+                raise EnvironmentVariableError(
+                    f"env['XLA_FLAGS'] sets {flags[-1]}, but devices_per_process={count} "
+                    "sets each process's devices: pass devices_per_process instead and "
+                    "leave the flag out (the other flags reach every process).",
+                    variable=name,
+                    value=value,
+                )
+            continue
+        if name == "JAX_NUM_CPU_DEVICES":
+            allowed, why = count, f"devices_per_process={count} sets each process's devices"
+        elif name in _LAUNCHER_SETS:
+            allowed, why = _LAUNCHER_SETS[name]
+        else:
+            continue
+        if value != allowed:
+            may = "cannot be set" if allowed is None else f"may only be {allowed!r}"
+            raise EnvironmentVariableError(
+                f"env[{name!r}] {may} (got {reprlib.repr(value)}): {why}.",
+                variable=name,
+                value=value,
+            )
+
+
+def _environment(env: object, devices_per_process: int) -> dict[str, str]:
     if env is None:
         return {}
     if not isinstance(env, Mapping):
@@ -77,6 +134,7 @@ def _environment(env: object) -> dict[str, str]:
                 "env names must be non-empty and free of '=' and NUL, and values free of "
                 f"NUL, got the entry {name!r}: {reprlib.repr(value)}."
             )
+    _refuse_launcher_values(env, devices_per_process)
     return dict(env)
 
 
@@ -127,8 +185,17 @@ def check(
     Raises:
         TypeError: an argument has the wrong type (a bool is not an int here).
         ValueError: an argument is out of its range.
+        EnvironmentVariableError: `env` gives a variable that the launcher sets itself
+            a value other than the launcher's (a `ValueError` too).
     """
     positional, keywords = _arguments(args, kwargs, script)
+    devices = _count(
+        "devices_per_process",
+        devices_per_process,
+        MAX_DEVICES_PER_PROCESS,
+        "They are simulated CPU devices, each with its own buffers; 1 to 8 per process "
+        "is plenty to see how data is split.",
+    )
     return Options(
         num_processes=_count(
             "num_processes",
@@ -137,13 +204,7 @@ def check(
             "Each process is a Python interpreter with its own JAX runtime (a few hundred "
             "MB); 2 to 8 processes already show everything a pod does.",
         ),
-        devices_per_process=_count(
-            "devices_per_process",
-            devices_per_process,
-            MAX_DEVICES_PER_PROCESS,
-            "They are simulated CPU devices, each with its own buffers; 1 to 8 per process "
-            "is plenty to see how data is split.",
-        ),
+        devices_per_process=devices,
         args=positional,
         kwargs=keywords,
         timeout_s=_seconds(
@@ -151,5 +212,5 @@ def check(
         ),
         init_timeout_s=_whole_seconds("init_timeout_s", init_timeout_s),
         shutdown_timeout_s=_whole_seconds("shutdown_timeout_s", shutdown_timeout_s),
-        env=_environment(env),
+        env=_environment(env, devices),
     )

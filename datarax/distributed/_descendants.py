@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+_PF_EXITING, _PF_SIGNALED = 0x4, 0x400  # from <linux/sched.h>: a process's flags
 MARK_VARIABLE = "DATARAX_CLUSTER_RUN"  # in every worker's environment: the run's folder
 Process = tuple[int, int]  # (pid, start time in clock ticks since boot)
 
@@ -52,6 +53,17 @@ def start_time(pid: int) -> int | None:
     if fields[0] in ("Z", "X"):  # dead, waiting to be reaped: nothing left to kill
         return None
     return int(fields[19])  # field 22 of proc_pid_stat(5)
+
+
+def ending(pid: int) -> bool:
+    """Whether `pid` is on its way out on its own (Linux): a signal has ended it or it is
+    exiting (``PF_SIGNALED``, ``PF_EXITING``, set before a core dump or the memory is
+    freed), or it is dead and waiting to be reaped; False when unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] in ("Z", "X") or bool(int(fields[6]) & (_PF_EXITING | _PF_SIGNALED))
 
 
 def children(pid: int) -> list[int]:

@@ -23,6 +23,7 @@ import jax
 
 from datarax._compat import backends_started
 from datarax._validate import check_int, check_str
+from datarax.errors import EnvironmentVariableError
 
 MAX_SIMULATED = 4096  # JAX takes ~2.5 s to start 4096 CPU devices, and minutes for 10^5
 _ACCELERATORS = ("tpu", "gpu")
@@ -111,19 +112,54 @@ def _accelerator_plugins_installed() -> bool:
     return any(True for _ in pkgutil.iter_modules(jax_plugins.__path__))
 
 
+_PROBE = """
+import jax
+platform = jax.default_backend()  # starts every platform JAX_PLATFORMS lists
+for accelerator in ("tpu", "gpu") if platform == "cpu" else ():
+    try:  # JAX_PLATFORMS="cpu,tpu": the CPU is the default, the TPU is there too
+        print(accelerator, len(jax.devices(accelerator)))
+        break
+    except RuntimeError:  # a platform JAX did not start
+        continue
+else:
+    print(platform, jax.device_count())
+"""
+
+
+def _refused(platforms: str, stderr: str) -> EnvironmentVariableError:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    reason = lines[-1] if lines else "it exited without saying why"
+    return EnvironmentVariableError(
+        f"JAX_PLATFORMS={platforms!r} in the environment: JAX does not start with it "
+        f"({reason}). Set it to 'cpu' for simulated CPU devices, or unset it (os.environ"
+        ".pop('JAX_PLATFORMS')) to let setup_devices choose, before importing jax.",
+        variable="JAX_PLATFORMS",
+        value=platforms,
+    )
+
+
 def _probe_accelerators(timeout_s: float = 120.0) -> tuple[str | None, int]:
-    """Counts accelerators in a child process, so this process's backends stay unstarted."""
-    code = "import jax; print(jax.default_backend(), jax.device_count())"
+    """Counts accelerators in a child process, so this process's backends stay unstarted.
+
+    Raises:
+        EnvironmentVariableError: ``JAX_PLATFORMS`` is set and JAX does not start with it.
+    """
     try:
         done = subprocess.run(
-            [sys.executable, "-c", code],
+            [sys.executable, "-c", _PROBE],
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            check=True,
+            check=False,
         )
+    except subprocess.TimeoutExpired:
+        return None, 0
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    if done.returncode != 0 and platforms:
+        raise _refused(platforms, done.stderr)
+    try:
         platform, count = done.stdout.split()[-2:]
-    except (subprocess.SubprocessError, ValueError):
+    except ValueError:
         return None, 0
     return (None, 0) if platform == "cpu" else (platform, int(count))
 
@@ -175,12 +211,16 @@ def setup_devices(needed: int = 8) -> DevicePlan:
     ``jax.devices()`` lists them; otherwise it lists `needed` simulated CPU devices
     (JAX's default platform becomes the CPU) and the runtime's accelerators stay
     reachable through `accelerator_devices`. ``JAX_PLATFORMS=cpu`` in the environment
-    means the CPU alone, decided without looking for accelerators. Safe to call again:
-    once JAX has started, it only reports what is there.
+    means the CPU alone, decided without looking for accelerators; any other value is
+    handed to JAX in a child process first, and one that JAX does not start with is an
+    error; one that the plan replaces is named in the plan's message. Safe to call
+    again: once JAX has started, it only reports what is there.
 
     Raises:
         ValueError: JAX already runs with fewer than `needed` devices (the message says
             to restart and run this first), or `needed` is not in [1, 4096].
+        EnvironmentVariableError: JAX does not start with the environment's
+            ``JAX_PLATFORMS`` (a `ValueError` too); the message gives JAX's reason.
 
     Example:
         >>> plan = setup_devices(8)
@@ -190,10 +230,8 @@ def setup_devices(needed: int = 8) -> DevicePlan:
     needed = _check_needed(needed)
     if _backends_started():
         return _already_running(needed)
-    if (
-        os.environ.get("JAX_PLATFORMS", "").strip().lower() == "cpu"
-        or not _accelerator_plugins_installed()
-    ):
+    requested = os.environ.get("JAX_PLATFORMS", "")
+    if requested == "cpu" or (not requested and not _accelerator_plugins_installed()):
         accelerator, count = None, 0
     else:
         accelerator, count = _probe_accelerators()
@@ -203,4 +241,7 @@ def setup_devices(needed: int = 8) -> DevicePlan:
         platforms = "cpu" if plan.accelerator is None else f"cpu,{plan.accelerator}"
         jax.config.update("jax_platforms", platforms)
         jax.config.update("jax_num_cpu_devices", needed)
+        if requested not in ("", platforms):
+            message = f"{plan.message} JAX_PLATFORMS={requested!r} is replaced by {platforms!r}."
+            plan = dataclasses.replace(plan, message=message)
     return plan

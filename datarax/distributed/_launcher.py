@@ -19,19 +19,31 @@ import dataclasses
 import inspect
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from datarax.distributed import _args, _descendants
-from datarax.distributed._report import read_output, read_record, report, without_gloo_lines
+from datarax.distributed._args import DEVICE_COUNT_FLAG
+from datarax.distributed._ports import free_port
+from datarax.distributed._report import (
+    coordinator_failed,
+    read_output,
+    read_record,
+    report,
+    signal_name,
+    without_gloo_lines,
+)
 from datarax.distributed._watch import Workers, stage, stop, watch
 from datarax.errors import ClusterError
+
+_STARTS = 2  # a coordinator whose port was taken meanwhile gets one more, on a new port
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,13 +53,6 @@ class ProcessResult:
     process_index: int
     value: Any
     output: str
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _describe_target(target: Callable[..., Any] | str | os.PathLike[str]) -> tuple[str, Any]:
@@ -90,13 +95,18 @@ def _describe_target(target: Callable[..., Any] | str | os.PathLike[str]) -> tup
     return "source", (source, name)
 
 
-def _worker_env(extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
+def _worker_env(extra: Mapping[str, str], devices_per_process: int) -> dict[str, str]:
+    """This process's environment, with `extra` and the launcher's settings on top.
+
+    XLA_FLAGS are `extra`'s if it has them, else this process's, with the device-count
+    flag set to `devices_per_process` (this process's own count is not the workers').
+    """
+    env = {**os.environ, **extra}
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(DEVICE_COUNT_FLAG)]
+    env["XLA_FLAGS"] = " ".join([*flags, f"{DEVICE_COUNT_FLAG}={devices_per_process}"])
     env["JAX_PLATFORMS"] = "cpu"  # workers never claim an accelerator, even on a TPU VM
+    env["JAX_NUM_CPU_DEVICES"] = str(devices_per_process)
     env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra or {})
     return env
 
 
@@ -117,11 +127,15 @@ def launch_local(
 
     Starts `num_processes` Python processes, each with `devices_per_process`
     simulated CPU devices (``JAX_PLATFORMS=cpu``), joined as one cluster on a free
-    port of 127.0.0.1. Inside, ``jax.process_count()`` is `num_processes` and
-    ``jax.devices()`` lists all processes' devices. The processes are gone when this
-    returns or raises, and so is every process they started. When every target has
-    returned but a process does not exit (an exit hook that hangs), it is stopped
-    `shutdown_timeout_s` plus 2 s later and the results are returned.
+    port of 127.0.0.1 (`free_port`). Inside, ``jax.process_count()`` is
+    `num_processes` and ``jax.devices()`` lists all processes' devices. The processes
+    are gone when this returns or raises, and so is every process they started. When
+    every target has returned but a process does not exit (an exit hook that hangs),
+    it is stopped `shutdown_timeout_s` plus 2 s later and the results are returned.
+    When process 0 fails inside ``jax.distributed.initialize`` before any process has
+    joined (its coordinator did not start, as when its port was taken meanwhile), no
+    target has run yet, so the cluster is started once more on a new port, within the
+    same `timeout_s`, with a `RuntimeWarning`.
 
     Args:
         target: a function, called as ``target(*args, **kwargs)`` on every process, or
@@ -141,7 +155,13 @@ def launch_local(
             3600 seconds (rounded up to whole seconds).
         shutdown_timeout_s: how long a process that has returned waits for the others
             before the cluster gives up on them, from 1 to 3600 seconds (rounded up).
-        env: extra environment variables for the processes, str names to str values.
+        env: environment variables for the processes, str names to str values, on
+            top of this process's environment. ``XLA_FLAGS`` replaces this process's
+            flags; a device-count flag in it must say `devices_per_process`, which the
+            launcher adds. ``JAX_PLATFORMS`` may only be ``'cpu'``, and the variables
+            the launcher sets itself (``JAX_NUM_CPU_DEVICES``,
+            ``JAX_CPU_COLLECTIVES_IMPLEMENTATION``, ``PYTHONUNBUFFERED``,
+            ``DATARAX_CLUSTER_RUN``) only the value it gives them.
         verbose: keep the lines the gloo CPU collectives print as each process
             connects to its peers ("[Gloo] Rank 0 is connected to 3 peer ranks ...")
             in the outputs; by default they are left out.
@@ -154,8 +174,13 @@ def launch_local(
     Raises:
         ClusterError: a process raised, crashed, was killed, exited without a result,
             never joined, or the run exceeded `timeout_s`; the message names the
-            process and shows the last 25 lines of its output, each cut to 500
-            characters. Raised within 2 seconds of the failure.
+            process, says what the signal that ended it usually means (a crash such as
+            SIGSEGV, or a kill such as SIGKILL; also in ``signal``) and shows the last
+            25 lines of its output, each cut to 500 characters. Raised within 2
+            seconds of the failure, or once a process already ending has ended (at
+            most 10 s more), so that it is named with its own signal.
+        EnvironmentVariableError: `env` sets a variable that the launcher sets, to
+            another value (a `ValueError`); nothing was started.
         TypeError, ValueError: an argument is not usable; nothing was started.
 
     Example:
@@ -180,13 +205,11 @@ def launch_local(
         shutdown_timeout_s=shutdown_timeout_s,
         env=env,
     )
-    count = options.num_processes
     job = {
         "target": _describe_target(target),
         "args": options.args,
         "kwargs": options.kwargs,
-        "coordinator_address": f"127.0.0.1:{free_port()}",
-        "num_processes": count,
+        "num_processes": options.num_processes,
         "devices_per_process": options.devices_per_process,
         "init_timeout_s": options.init_timeout_s,
         "heartbeat_timeout_s": 10,
@@ -194,14 +217,40 @@ def launch_local(
         "sys_path": [entry for entry in sys.path if entry],
     }
     try:
-        pickled_job = pickle.dumps(job)
+        pickle.dumps(job)
     except Exception as error:
         raise TypeError(
             f"args and kwargs must pickle, since each process gets its own copy: {error}"
         ) from None
+    deadline = time.monotonic() + options.timeout_s
+    for start in range(1, _STARTS + 1):
+        address = f"127.0.0.1:{free_port()}"
+        outcome = _start({**job, "coordinator_address": address}, options, shown, start)
+        if isinstance(outcome, list):
+            return outcome
+        error, coordinator_failed = outcome
+        left_s = deadline - time.monotonic()
+        if start == _STARTS or not coordinator_failed or left_s <= 0:
+            raise error
+        warnings.warn(
+            f"The local cluster's coordinator could not start on {address} (a port taken "
+            "meanwhile fails this way); starting the cluster again on a new port.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        options = dataclasses.replace(options, timeout_s=left_s)
+    raise AssertionError("unreachable: the last start returns or raises")
+
+
+def _start(
+    job: dict[str, Any], options: _args.Options, shown: Callable[[str], str], attempt: int
+) -> list[ProcessResult] | tuple[ClusterError, bool]:
+    """Runs the cluster once: its results, or the error to raise and whether it was the
+    coordinator that could not start (see `coordinator_failed`)."""
+    count = options.num_processes
     with tempfile.TemporaryDirectory(prefix="datarax-cluster-") as tmp:
         job_dir = Path(tmp)
-        (job_dir / "job.pkl").write_bytes(pickled_job)
+        (job_dir / "job.pkl").write_bytes(pickle.dumps(job))
         log_paths = [job_dir / f"output-{i}.txt" for i in range(count)]
         first, reason, codes, order = _run(job_dir, log_paths, options)
         records = [read_record(job_dir / f"result-{i}.pkl") for i in range(count)]
@@ -210,9 +259,10 @@ def launch_local(
         if first is not None or reason or len(values) != count:
             outputs = [shown(read_output(path)) for path in log_paths]
             culprit, message = report(
-                first, reason, codes, records, outputs, stages, exit_order=order
+                first, reason, codes, records, outputs, stages, exit_order=order, attempts=attempt
             )
-            raise ClusterError(message, culprit, outputs)
+            error = ClusterError(message, culprit, outputs, signal=signal_name(codes[culprit]))
+            return error, culprit == 0 and coordinator_failed(codes, stages)
         outputs = [shown(path.read_text(errors="replace")) for path in log_paths]
     return [
         ProcessResult(index, value, output)
@@ -232,7 +282,10 @@ def _run(
     processes: list[subprocess.Popen[bytes]] = []
     workers = Workers(processes, mark=str(job_dir))
     command = [sys.executable, "-m", "datarax.distributed._worker", str(job_dir)]
-    env = {**_worker_env(options.env), _descendants.MARK_VARIABLE: str(job_dir)}
+    env = {
+        **_worker_env(options.env, options.devices_per_process),
+        _descendants.MARK_VARIABLE: str(job_dir),
+    }
     try:
         for index, log_path in enumerate(log_paths):
             with open(log_path, "wb") as log:

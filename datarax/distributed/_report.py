@@ -85,16 +85,74 @@ def tail(text: str) -> str:
     return textwrap.indent(shown or "(no output)", "    | ")
 
 
+# Signals a process raises against itself when its native code fails: a crash.
+_CRASHES = {
+    "SIGSEGV": (
+        "a segmentation fault",
+        "native code (JAX, XLA, gloo or another compiled extension) read or wrote memory "
+        "it may not",
+    ),
+    "SIGBUS": (
+        "a bus error",
+        "native code touched memory that is not there, such as a mapped file that shrank "
+        "or a full /dev/shm",
+    ),
+    "SIGILL": ("an illegal instruction", "usually native code built for a newer CPU than this one"),
+    "SIGFPE": ("an arithmetic fault", "usually an integer division by zero in native code"),
+}
+# What the signals that other processes send usually mean.
+_KILLS = {
+    "SIGKILL": (
+        "SIGKILL cannot be caught and comes from outside the process: the kernel's "
+        "out-of-memory killer (look for 'Out of memory' in `dmesg`), `kill -9`, or a "
+        "job scheduler."
+    ),
+    "SIGTERM": "SIGTERM asks a process to end: another process sent it (`kill`, a scheduler).",
+    "SIGINT": "SIGINT is an interrupt, as from Ctrl-C.",
+    "SIGHUP": "SIGHUP is sent when a process's terminal or session ends.",
+}
+
+
+def signal_name(code: int | None) -> str | None:
+    """The name of the signal that ended a process with exit `code` (-11: 'SIGSEGV')."""
+    if code is None or code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
 def how_it_ended(code: int | None) -> str:
-    """'exited with code 1', 'was killed by SIGKILL', or still running."""
+    """'exited with code 1', 'crashed with SIGSEGV, a segmentation fault', 'was killed by
+    SIGKILL', 'aborted with SIGABRT', or still running."""
     if code is None:
         return "was still running; the launcher stopped it"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
+    name = signal_name(code)
+    if name is None:
+        return f"exited with code {code}"
+    if name in _CRASHES:
+        return f"crashed with {name}, {_CRASHES[name][0]}"
+    if name == "SIGABRT":
+        return "aborted with SIGABRT"
+    return f"was killed by {name}"
+
+
+def what_it_means(code: int | None) -> str:
+    """A sentence on what the signal that ended a process usually means; '' for none."""
+    name = signal_name(code)
+    if name in _CRASHES:
+        return (
+            f"A crash: {_CRASHES[name][1]}; not a Python exception. Its last lines below "
+            "show how far it got. Run it again: a crash at the same place again is a bug "
+            "in that native code, to report with those lines."
+        )
+    if name == "SIGABRT":
+        return (
+            "It ended itself through abort(): a check in native code failed (its last "
+            "lines say which); JAX ends a process this way when a peer is gone."
+        )
+    return _KILLS.get(name or "", "")
 
 
 def _returned(record: tuple[str, Any] | None) -> bool:
@@ -104,9 +162,9 @@ def _returned(record: tuple[str, Any] | None) -> bool:
 def killed_from_outside(code: int | None) -> bool:
     """Whether an exit code says a signal ended the process, other than SIGABRT.
 
-    SIGKILL (the OOM killer, a preempted host, ``kill -9``), SIGSEGV and the like end
-    a process whatever its peers do. SIGABRT is how JAX ends a process whose peer is
-    gone, so it is a consequence as often as a cause.
+    SIGKILL (the OOM killer, a preempted host, ``kill -9``), a crash (SIGSEGV) and the
+    like end a process whatever its peers do. SIGABRT is how JAX ends a process whose
+    peer is gone, so it is a consequence as often as a cause.
     """
     return code is not None and code < 0 and -code != signal.SIGABRT
 
@@ -151,6 +209,26 @@ def _state(code: int | None, record: tuple[str, Any] | None) -> str:
     return how_it_ended(code)
 
 
+def coordinator_failed(codes: Sequence[int | None], stages: Sequence[str]) -> bool:
+    """Whether process 0 ended inside jax.distributed.initialize before any process
+    joined: its coordinator did not start, which is what a taken port does (jax 0.7
+    raises, newer jax raises or crashes with SIGSEGV)."""
+    return codes[0] is not None and stages[0] == "joining" and "joined" not in stages
+
+
+def _coordinator(attempts: int) -> str:
+    if attempts > 1:
+        return (
+            f"Process 0 runs the coordinator, and it failed to start {attempts} times, on a "
+            "new port each time: a port taken meanwhile does this, but seldom twice in a "
+            "row, so its last lines below likely give another reason."
+        )
+    return (
+        "Process 0 runs the coordinator and failed before the cluster formed, which "
+        "happens when its port was taken meanwhile. Run again for a new port."
+    )
+
+
 def report(
     first: int | None,
     reason: str,
@@ -159,6 +237,7 @@ def report(
     outputs: Sequence[str],
     stages: Sequence[str],
     exit_order: Sequence[int] = (),
+    attempts: int = 1,
 ) -> tuple[int, str]:
     """(the process to blame, the message): what it did, its output, and the others.
 
@@ -170,7 +249,7 @@ def report(
     that exited with code 0 before its target returned, before those that then raised,
     exited with an error or aborted (the first such one seen, when several were); and a
     process whose target never returned before one that returned and then gave up
-    waiting for it.
+    waiting for it. `attempts` says how many times the cluster was started.
     """
     count = len(codes)
     culprit = _culprit(first, codes, records, stages, exit_order)
@@ -194,15 +273,14 @@ def report(
             )
         else:
             lines.append(f"Process {culprit} of {count} {how_it_ended(code)}.")
+            if not (culprit == 0 and coordinator_failed(codes, stages)) and what_it_means(code):
+                lines.append(what_it_means(code))
+        if culprit == 0 and coordinator_failed(codes, stages):
+            lines.append(_coordinator(attempts))
         gave_up = [i for i in range(count) if _returned(records[i]) and codes[i] != 0]
         if record is None and gave_up:
             who = f"process {gave_up[0]}" if len(gave_up) == 1 else f"processes {gave_up}"
             lines.append(f"Its target never returned, and {who}, done, gave up waiting for it.")
-        if culprit == 0 and stages[0] == "joining" and not never_started:
-            lines.append(
-                "Process 0 runs the coordinator and failed before the cluster formed, which "
-                "happens when its port was taken meanwhile. Run again for a new port."
-            )
     lines.append(f"Last lines of process {culprit}'s output:\n{tail(outputs[culprit])}")
     for index in range(count):
         if index != culprit:

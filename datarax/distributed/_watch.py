@@ -74,7 +74,9 @@ def watch(
     return too: newer jax aborts the waiting processes itself by then, jax 0.7 would
     wait 5 minutes. Once every process has returned, those still running get as long
     to exit (a hook that hangs after the target returned): then they are stopped and
-    their results kept.
+    their results kept. Before it returns, it waits for the exits of the processes
+    that are already ending (`_see_the_dying`), so that each is seen with its own
+    signal.
 
     Returns:
         The first process seen failing (None if none did), why the launcher stopped
@@ -138,7 +140,35 @@ def watch(
             order.append(index)
             if first is None and (code != 0 or not (job_dir / f"result-{index}.pkl").exists()):
                 first, failed_at = index, time.monotonic()
+    _see_the_dying(processes, ended, codes, order)
     return first, reason, codes, order
+
+
+def _see_the_dying(
+    processes: list[subprocess.Popen[bytes]],
+    ended: queue.SimpleQueue[tuple[int, int]],
+    codes: list[int | None],
+    order: list[int],
+) -> None:
+    """Waits, at most `_REAPED_WITHIN_S`, for the exits of the processes already ending.
+
+    A process killed by a signal can take seconds to end on a loaded machine (its
+    memory is freed, a core dump written) while its peers already failed because it
+    was gone; stopped now, it would seem stopped by the launcher, not killed or crashed.
+    """
+    deadline = time.monotonic() + _REAPED_WITHIN_S
+    dying = {
+        index
+        for index, process in enumerate(processes)
+        if codes[index] is None
+        and (process.returncode is not None or _descendants.ending(process.pid))
+    }
+    while dying and time.monotonic() < deadline:
+        with contextlib.suppress(queue.Empty):
+            index, code = ended.get(timeout=0.05)
+            codes[index] = code
+            order.append(index)
+            dying.discard(index)
 
 
 def _signal_all(workers: Workers, signum: int) -> None:
