@@ -136,9 +136,9 @@ def _check_leaf(name: str, leaf: Any, template: bool) -> None:
     )
 
 
-def check_model(model: Any, template: bool = False) -> None:
-    """Refuses a model (or restore's `template`) that Orbax cannot save (or restore
-    into), naming the leaf: no leaf at all, text, objects, empty arrays.
+def check_model(model: Any) -> None:
+    """Refuses a model that Orbax cannot save, naming the leaf: no leaf at all, text,
+    objects, empty arrays.
 
     Raises:
         ValueError: the model has no leaf (None, ``{}``).
@@ -152,12 +152,11 @@ def check_model(model: Any, template: bool = False) -> None:
     leaves = flatten_with_names(model, "model")[0]
     if not leaves:
         raise ValueError(
-            f"model holds no arrays to {'restore into' if template else 'save'}: got "
-            f"{model!r:.100}. Pass the model's arrays, e.g. nnx.state(model) or a dict of "
+            f"model holds no arrays to save: got {model!r:.100}. Pass the model's arrays, e.g. nnx.state(model) or a dict of "
             "jax.Arrays."
         )
     for name, leaf in leaves:
-        _check_leaf(name, leaf, template)
+        _check_leaf(name, leaf, template=False)
 
 
 def damaged(step: int, path: Any, what: str, steps: Sequence[int]) -> CheckpointDamagedError:
@@ -211,7 +210,8 @@ def _key(path: Sequence[Any]) -> tuple[str, ...]:
 def check_template(template: Any, saved: Any, step: int) -> None:
     """Raises CheckpointTemplateError when `template` has other leaves than the tree
     `saved` (from `saved_tree`), or a leaf of another shape."""
-    check_model(template, template=True)
+    for name, leaf in flatten_with_names(template, "model")[0]:
+        _check_leaf(name, leaf, template=True)
     wanted = {_key(path): (leaf_name(path, "model"), leaf) for path, leaf in _flat(template)}
     stored = {_key(path): (leaf_name(path, "model"), leaf) for path, leaf in _flat(saved)}
     missing = [stored[key][0] for key in stored if key not in wanted]

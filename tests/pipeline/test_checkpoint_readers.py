@@ -71,10 +71,10 @@ def test_a_step_being_written_is_not_seen_until_its_save_ends(tmp_path: Path) ->
     temporary = str(tmp_path / "2.orbax-checkpoint-tmp")
 
     def held_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if isinstance(file, (str, os.PathLike)) and os.fspath(file).startswith(temporary):
-            if any(flag in mode for flag in "wax+") and not writing.is_set():
-                writing.set()
-                assert release.wait(60)
+        named = isinstance(file, (str, os.PathLike)) and os.fspath(file).startswith(temporary)
+        if named and any(flag in mode for flag in "wax+") and not writing.is_set():
+            writing.set()
+            assert release.wait(60)
         return real_open(file, mode, *args, **kwargs)
 
     failed: list[BaseException] = []
@@ -133,7 +133,7 @@ def test_a_step_deleted_while_it_is_restored_is_not_found(tmp_path: Path) -> Non
 
         reader._manager.restore = deleted_first
         pipeline = _after(3)
-        with pytest.raises(FileNotFoundError, match="was deleted .* while it was being restored"):
+        with pytest.raises(FileNotFoundError, match=r"was deleted .* while it was being restored"):
             reader.restore(model=_weights(0.0), pipeline=pipeline)
         assert pipeline.get_state()["batch_index"] == 3
 
