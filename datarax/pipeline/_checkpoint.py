@@ -24,20 +24,9 @@ directory meanwhile is refused, so two savers never both write one step. A folde
 that Orbax would read as a file pattern is refused before anything is written; a
 leading ``~`` is the home folder, as in a shell.
 
-A reader sees what is on disk when it asks: `latest_step` and `restore` read the
-directory at every call, so a `Checkpoints` made before another object or process
-saved (an evaluator polling a trainer's folder) sees every step the other saved. A
-step is seen once its save is complete: Orbax writes it into
-``<step>.orbax-checkpoint-tmp`` and names it ``<step>`` only at the end, so a step
-being written when a reader reads is not listed, and the steps before it are. A step
-that a save deletes (beyond ``max_to_keep``) while a reader restores it is a
-`FileNotFoundError` for that reader; restoring again takes the latest step.
-
-What cannot be saved or restored is refused, naming it, before Orbax writes or reads
-it: a model without leaves, or with a leaf that is not an array or a number
-(`LeafTypeError`, `LeafValueError`); a restore template with other leaves or shapes
-than the saved model (`CheckpointTemplateError`); a step with a missing folder or a
-file cut short (`CheckpointDamagedError`).
+What a reader sees, and what is refused, is stated on `Checkpoints`; the checks live
+in `_checkpoint_checks` (folder, model, template) and `_checkpoint_steps` (which step,
+and reading it).
 
 Needs the ``checkpoint`` extra (``pip install datarax-sharding[checkpoint]``), which
 installs ``orbax-checkpoint``; Colab has it preinstalled.
@@ -46,7 +35,6 @@ installs ``orbax-checkpoint``; Colab has it preinstalled.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from typing import Any, Protocol
 
@@ -55,13 +43,8 @@ import jax
 from datarax._extras import require
 from datarax._validate import check_int
 from datarax.errors import CheckpointSaveError
-from datarax.pipeline._checkpoint_checks import (
-    check_model,
-    check_template,
-    checkpoint_directory,
-    damaged,
-    saved_tree,
-)
+from datarax.pipeline._checkpoint_checks import check_model, checkpoint_directory
+from datarax.pipeline._checkpoint_steps import agreed_step, read_step
 from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._exchange import exchange
 
@@ -112,6 +95,21 @@ class Checkpoints:
 
     Every process of a job must create it and call `save` / `restore` together, with
     the same arguments (the directory must be one that every host can reach).
+
+    A reader sees what is on disk when it asks: `latest_step` and `restore` read the
+    directory at every call, so a `Checkpoints` made before another object or process
+    saved (an evaluator polling a trainer's folder) sees every step the other saved.
+    A step is seen once its save is complete: Orbax writes it into
+    ``<step>.orbax-checkpoint-tmp`` and names it ``<step>`` only at the end, so a step
+    being written when a reader reads is not listed, and the steps before it are. A
+    step that a save deletes (beyond `max_to_keep`) while a reader restores it is a
+    `FileNotFoundError` for that reader; restoring again takes the latest step.
+
+    What cannot be saved or restored is refused, naming it, before Orbax writes or
+    reads it: a model without leaves, or with a leaf that is not an array or a number
+    (`LeafTypeError`, `LeafValueError`); a restore template with other leaves or
+    shapes than the saved model (`CheckpointTemplateError`); a step with a missing
+    folder or a file cut short (`CheckpointDamagedError`).
 
     Args:
         directory: where checkpoints go, one sub-folder per step: a local or shared
@@ -280,64 +278,13 @@ class Checkpoints:
             ValueError: the pipeline differs from the saved one (see `set_state`).
         """
         step = None if step is None else check_int("step", step, minimum=0)
-        step, steps = self._agreed_step(step)
-        folder = self._manager.directory / str(step)
-        try:
-            saved = saved_tree(self._ocp, folder, step, steps)
-            if model is not None:
-                check_template(model, saved, step)
-            args = self._ocp.args.Composite(
-                model=self._ocp.args.StandardRestore(model),
-                pipeline=self._ocp.args.JsonRestore(),
-            )
-            try:
-                restored = self._manager.restore(step, args=args)
-            except ValueError as error:  # JSON that a save did not write: cut short
-                if not isinstance(error, json.JSONDecodeError | UnicodeDecodeError):
-                    raise
-                what = f"holds a pipeline state that is not JSON, cut short? ({error})"
-                raise damaged(step, folder / "pipeline", what, steps) from error
-            try:
-                state = check_pipeline_state(restored["pipeline"])
-            except (TypeError, ValueError) as error:
-                what = f"holds a pipeline state that no save writes ({error})"
-                raise damaged(step, folder / "pipeline", what, steps) from error
-        except Exception as error:
-            if folder.exists():
-                raise
-            raise FileNotFoundError(
-                f"Step {step} was deleted from {self.directory} while it was being "
-                "restored, by a save that keeps only the latest max_to_keep steps. "
-                "Restore again (without step=, the latest), or keep more steps."
-            ) from error
-        if pipeline is not None:
-            pipeline.set_state(state)
-        return restored["model"], step
-
-    def _agreed_step(self, step: int | None) -> tuple[int, list[int]]:
-        """`step`, or the newest step that every process sees; and this process's steps.
-        Raises FileNotFoundError on every process together when there is none."""
         self._manager.reload()  # the steps on disk, whoever saved them
         steps = sorted(self._manager.all_steps())
-        seen = [json.loads(text) for text in exchange(json.dumps(steps), "Checkpoints.restore")]
-        common = set(steps).intersection(*seen)
-        chosen = max(common, default=None) if step is None else step
-        if chosen is not None and chosen in common:
-            return chosen, steps
-        at = "" if step is None else f" at step {step}"
-        message = f"No checkpoint{at} in {self.directory}; saved steps: {steps}."
-        lacking = [process for process, listed in enumerate(seen) if chosen not in listed]
-        if len(lacking) < len(seen):
-            message += (
-                f" Processes {lacking} do not see step {chosen}, which the others do: a "
-                "save still in progress, or a folder that not every host reaches."
-            )
-        elif step is None and any(seen):
-            message = (
-                f"No step in {self.directory} is seen by every process: they see "
-                f"{seen}. Give every host the same folder, or restore once a save ends."
-            )
-        raise FileNotFoundError(message)
+        step = agreed_step(self.directory, steps, step)
+        restored, state = read_step(self._ocp, self._manager, step, model, steps)
+        if pipeline is not None:
+            pipeline.set_state(state)
+        return restored, step
 
     def close(self) -> None:
         """Waits for pending writes and releases the manager."""

@@ -1,16 +1,14 @@
-"""What a checkpoint may hold, and what a saved step must hold to be restored.
+"""What a checkpoint's folder, model and restore template may be.
 
-Each check runs before Orbax reads or writes anything, and raises a typed error of
-`datarax.errors` that names the leaf, the file or the folder at fault:
+Each check runs before Orbax reads or writes anything, and raises an error that
+names the folder or the leaf at fault:
 
 - `checkpoint_directory`: the folder of a `Checkpoints`, with ``~`` expanded as a
   shell would, or refused;
 - `check_model`: a model to save holds at least one leaf, and each leaf is an array
   or a number that Orbax can store;
-- `saved_tree`: what a saved step's model holds (Orbax's description of it), or
-  `CheckpointDamagedError` when a folder of the step is missing or unreadable;
 - `check_template`: a model template to restore into has the saved leaves, each of
-  the saved shape.
+  the saved shape (`CheckpointTemplateError` lists what differs).
 """
 
 from __future__ import annotations
@@ -23,18 +21,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.errors import (
-    CheckpointDamagedError,
-    CheckpointTemplateError,
-    LeafTypeError,
-    LeafValueError,
-)
-from datarax.sharding._checks import flatten_with_names, leaf_name
+from datarax.errors import CheckpointTemplateError, LeafTypeError, LeafValueError
+from datarax.sharding._checks import flatten_with_names, flatten_with_path, leaf_name
 
 # Orbax globs inside the directory's path, so these would make it miss (or match) files;
 # TensorStore reads a backslash as a folder separator where "/" is the separator.
 _PATTERN_CHARACTERS = "*?[" + ("\\" if os.sep == "/" else "")
-ITEMS = {"model": "the model's arrays", "pipeline": "the pipeline's state"}
 _INT64 = np.iinfo(np.int64)
 
 
@@ -152,43 +144,11 @@ def check_model(model: Any) -> None:
     leaves = flatten_with_names(model, "model")[0]
     if not leaves:
         raise ValueError(
-            f"model holds no arrays to save: got {model!r:.100}. Pass the model's arrays, e.g. nnx.state(model) or a dict of "
-            "jax.Arrays."
+            f"model holds no arrays to save: got {model!r:.100}. Pass the model's arrays, "
+            "e.g. nnx.state(model) or a dict of jax.Arrays."
         )
     for name, leaf in leaves:
         _check_leaf(name, leaf, template=False)
-
-
-def damaged(step: int, path: Any, what: str, steps: Sequence[int]) -> CheckpointDamagedError:
-    """The error for a saved step that cannot be read: `path` `what` (e.g. "is missing")."""
-    others = sorted(set(steps) - {step})
-    folder = os.path.dirname(str(path).rstrip("/"))
-    way_out = (
-        f"Restore another step (step=..., saved: {others}), or delete {folder} if it "
-        "cannot be repaired."
-        if others
-        else f"No other step is saved: delete {folder} if it cannot be repaired."
-    )
-    return CheckpointDamagedError(
-        f"Step {step} cannot be restored: {path} {what}. Nothing was restored. {way_out}",
-        step=step,
-        path=str(path),
-    )
-
-
-def saved_tree(ocp: Any, folder: Any, step: int, steps: Sequence[int]) -> Any:
-    """The description Orbax wrote of the model saved in step `folder` (a tree of array
-    metadata with shapes), after checking that each item's folder is there."""
-    for item, holding in ITEMS.items():
-        if not (folder / item).is_dir():
-            raise damaged(step, folder / item, f"is missing (it holds {holding})", steps)
-    try:
-        found = ocp.StandardCheckpointHandler().metadata(folder / "model")
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        cause = f"{type(error).__name__}: {error}"[:300]
-        what = f"has no readable list of arrays ({cause})"
-        raise damaged(step, folder / "model", what, steps) from error
-    return getattr(found, "tree", found)  # a TreeMetadata since orbax 0.11
 
 
 def _stored_shape(leaf: Any) -> tuple[int, ...]:
@@ -209,13 +169,15 @@ def _key(path: Sequence[Any]) -> tuple[str, ...]:
 
 def check_template(template: Any, saved: Any, step: int) -> None:
     """Raises CheckpointTemplateError when `template` has other leaves than the tree
-    `saved` (from `saved_tree`), or a leaf of another shape."""
-    for name, leaf in flatten_with_names(template, "model")[0]:
-        _check_leaf(name, leaf, template=True)
-    wanted = {_key(path): (leaf_name(path, "model"), leaf) for path, leaf in _flat(template)}
-    stored = {_key(path): (leaf_name(path, "model"), leaf) for path, leaf in _flat(saved)}
-    missing = [stored[key][0] for key in stored if key not in wanted]
-    unexpected = [wanted[key][0] for key in wanted if key not in stored]
+    `saved` (Orbax's description of a saved model), or a leaf of another shape."""
+    wanted, stored = {}, {}
+    for path, leaf in flatten_with_path(template, "model")[0]:
+        _check_leaf(leaf_name(path, "model"), leaf, template=True)
+        wanted[_key(path)] = (leaf_name(path, "model"), leaf)
+    for path, leaf in jax.tree_util.tree_flatten_with_path(saved)[0]:
+        stored[_key(path)] = (leaf_name(path, "model"), leaf)
+    missing = [name for key, (name, _) in stored.items() if key not in wanted]
+    unexpected = [name for key, (name, _) in wanted.items() if key not in stored]
     shapes = {}
     for key, (name, leaf) in wanted.items():
         saved_shape = getattr(stored.get(key, (None, None))[1], "shape", None)
@@ -237,7 +199,3 @@ def check_template(template: Any, saved: Any, step: int) -> None:
         unexpected=unexpected,
         shapes=shapes,
     )
-
-
-def _flat(tree: Any) -> list[tuple[Any, Any]]:
-    return jax.tree_util.tree_flatten_with_path(tree)[0]
