@@ -323,8 +323,8 @@ class CheckpointDamagedError(DataraxError, ValueError, KeyError):
     short or holds what no save writes. Nothing was restored, and the pipeline given to
     `Checkpoints.restore` keeps its position.
 
-    (A `KeyError` too, which a missing folder raised before, and a `ValueError`, which a
-    cut-short file raised.)
+    It is a `ValueError` and a `KeyError`, as Orbax's own errors for a file cut short and
+    a missing folder are, so code that catches those keeps working.
 
     Attributes:
         step: the step asked for.

@@ -80,7 +80,6 @@ def _is_number_dtype(dtype: Any) -> bool:
 def _check_leaf(name: str, leaf: Any, template: bool) -> None:
     """Raises LeafTypeError or LeafValueError when Orbax cannot save `leaf` (or, for a
     `template`, cannot restore into it)."""
-    kinds = "a jax.Array, a numpy array or a number"
     if template and isinstance(leaf, jax.ShapeDtypeStruct):
         return
     if isinstance(leaf, jax.ShapeDtypeStruct):
@@ -119,11 +118,14 @@ def _check_leaf(name: str, leaf: Any, template: bool) -> None:
             "Store it as a string elsewhere, or split it into smaller ints.",
             leaf=name,
         )
-    what = "template leaf (" + kinds + ", or a jax.ShapeDtypeStruct)" if template else kinds
+    kinds = "a jax.Array, a numpy array, a number or a jax.ShapeDtypeStruct"
+    if not template:
+        kinds = "a jax.Array, a numpy array or a number"
+    hint = " (a complex number as np.asarray(value))" if isinstance(leaf, complex) else ""
     raise LeafTypeError(
-        f"{name} is a {type(leaf).__name__}: {leaf!r:.60}. Each leaf of a checkpoint's "
-        f"model must be {what}; keep other values outside the checkpoint (a complex "
-        "number as np.asarray(value)).",
+        f"{name} is a {type(leaf).__name__}: {leaf!r:.60}. Each leaf of "
+        f"{'the template' if template else 'a saved model'} must be {kinds}; keep other "
+        f"values outside the checkpoint{hint}.",
         leaf=name,
     )
 

@@ -20,7 +20,7 @@ from datarax.pipeline._checkpoint_checks import check_template
 from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._exchange import exchange
 
-ITEMS = {"model": "the model's arrays", "pipeline": "the pipeline's state"}
+_ITEMS = {"model": "the model's arrays", "pipeline": "the pipeline's state"}
 
 
 def agreed_step(directory: str, steps: list[int], step: int | None) -> int:
@@ -101,7 +101,7 @@ def _damaged(step: int, path: Any, what: str, steps: Sequence[int]) -> Checkpoin
 def _saved_tree(ocp: Any, folder: Any, step: int, steps: Sequence[int]) -> Any:
     """The description Orbax wrote of the model saved in step `folder` (a tree of array
     metadata with shapes), once each item's folder is found there."""
-    for item, holding in ITEMS.items():
+    for item, holding in _ITEMS.items():
         if not (folder / item).is_dir():
             raise _damaged(step, folder / item, f"is missing (it holds {holding})", steps)
     try:
