@@ -316,3 +316,49 @@ class EnvironmentVariableError(DataraxError, ValueError):
     def __init__(self, message: str, *, variable: str, value: str):
         super().__init__(message)
         self.variable, self.value = variable, value
+
+
+class CheckpointTemplateError(DataraxError, ValueError):
+    """The model given to `Checkpoints.restore` as a template has other leaves, or leaves
+    of other shapes, than the model saved at that step. Nothing was restored.
+
+    Attributes:
+        step: the step asked for.
+        missing: the saved leaves the template lacks, e.g. ``("model['b']",)``.
+        unexpected: the template's leaves that were not saved.
+        shapes: each leaf whose shape differs, as ``{leaf: (saved shape, template shape)}``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: int,
+        missing: Sequence[str] = (),
+        unexpected: Sequence[str] = (),
+        shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]] | None = None,
+    ):
+        super().__init__(message)
+        self.step, self.missing, self.unexpected = step, tuple(missing), tuple(unexpected)
+        self.shapes = dict(shapes or {})
+
+
+class CheckpointDamagedError(DataraxError, ValueError, KeyError):
+    """A saved step cannot be read: a folder of it is missing, or a file of it is cut
+    short or holds what no save writes. Nothing was restored, and the pipeline given to
+    `Checkpoints.restore` keeps its position.
+
+    It is a `ValueError` and a `KeyError`, as Orbax's own errors for a file cut short and
+    a missing folder are, so code that catches those keeps working.
+
+    Attributes:
+        step: the step asked for.
+        path: the folder or file at fault.
+    """
+
+    def __init__(self, message: str, *, step: int, path: str):
+        super().__init__(message)
+        self.step, self.path = step, path
+
+    def __str__(self) -> str:  # KeyError would show the message in quotes
+        return str(self.args[0]) if self.args else ""

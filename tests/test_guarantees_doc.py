@@ -11,7 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "guarantees.md"
-NAMED = re.compile(r"`(test_\w+\.py)::(\w+)(?:\[[^\]]*\])?`")
+# A test file in tests/, or in a folder of it: `pipeline/test_x.py::test_y`.
+NAMED = re.compile(r"`((?:\w+/)*test_\w+\.py)::(\w+)(?:\[[^\]]*\])?`")
 
 
 def _sections() -> dict[str, str]:

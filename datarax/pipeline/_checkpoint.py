@@ -21,7 +21,12 @@ A step is saved once. A save re-reads the steps on disk, so it refuses a step th
 the directory's lock (``.datarax-save.lock``, an ``flock`` that the system releases
 when the process ends) from that check to the end of the save: a second save into the
 directory meanwhile is refused, so two savers never both write one step. A folder name
-that Orbax would read as a file pattern is refused before anything is written.
+that Orbax would read as a file pattern is refused before anything is written; a
+leading ``~`` is the home folder, as in a shell.
+
+What a reader sees, and what is refused, is stated on `Checkpoints`; the checks live
+in `_checkpoint_checks` (folder, model, template) and `_checkpoint_steps` (which step,
+and reading it).
 
 Needs the ``checkpoint`` extra (``pip install datarax-sharding[checkpoint]``), which
 installs ``orbax-checkpoint``; Colab has it preinstalled.
@@ -38,6 +43,8 @@ import jax
 from datarax._extras import require
 from datarax._validate import check_int
 from datarax.errors import CheckpointSaveError
+from datarax.pipeline._checkpoint_checks import check_model, checkpoint_directory
+from datarax.pipeline._checkpoint_steps import agreed_step, read_step
 from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._exchange import exchange
 
@@ -48,45 +55,12 @@ except ImportError:  # Windows: no flock, so no lock (the step check still runs)
 
 _LOCK = ".datarax-save.lock"
 _TMP = ".orbax-checkpoint-tmp"  # Orbax writes step N into "N.orbax-checkpoint-tmp" first
-# Orbax globs inside the directory's path, so these would make it miss (or match) files;
-# TensorStore reads a backslash as a folder separator where "/" is the separator.
-_PATTERN_CHARACTERS = "*?[" + ("\\" if os.sep == "/" else "")
 
 
 class HasState(Protocol):
     """A `Pipeline`, or a `DevicePrefetcher` over one: anything with get/set state."""
 
     def get_state(self) -> Any: ...
-
-
-def _directory(directory: Any) -> str:
-    """`directory` as a string, absolute when local; refuses what cannot be a folder."""
-    if not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(
-            f"directory must be a str or os.PathLike path, got {type(directory).__name__}: "
-            f"{directory!r:.100}."
-        )
-    path = os.fspath(directory)
-    if not isinstance(path, str):
-        raise TypeError(f"directory must be a text path, got bytes: {path!r:.100}.")
-    if not path.strip() or "\0" in path:
-        raise ValueError(
-            f"directory must name a folder for the checkpoints, e.g. 'checkpoints' or "
-            f"'gs://bucket/run', got {path!r:.100}. (An empty path would write into the "
-            "current directory.)"
-        )
-    if "://" not in path:  # Orbax takes remote locations (gs://...) as they are
-        path = os.path.abspath(path)
-    found = [f"'{character}'" for character in _PATTERN_CHARACTERS if character in path]
-    if found:
-        raise ValueError(
-            f"directory '{path}' contains {', '.join(found)}, which Orbax reads as a file "
-            "pattern (a backslash as a folder separator), so its steps could not be found "
-            "again. Name the folder without them, e.g. 'run-lr0.1' instead of 'run[lr=0.1]'."
-        )
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"directory {path!r} exists and is not a folder.")
-    return path
 
 
 def _lock(directory: str, held: contextlib.ExitStack) -> bool:
@@ -122,9 +96,27 @@ class Checkpoints:
     Every process of a job must create it and call `save` / `restore` together, with
     the same arguments (the directory must be one that every host can reach).
 
+    A reader sees what is on disk when it asks: `latest_step` and `restore` read the
+    directory at every call, so a `Checkpoints` made before another object or process
+    saved (an evaluator polling a trainer's folder) sees every step the other saved.
+    A step is seen once its save is complete: Orbax writes it into
+    ``<step>.orbax-checkpoint-tmp`` and names it ``<step>`` only at the end, so a step
+    being written when a reader reads is not listed, and the steps before it are. A
+    step that a save deletes (beyond `max_to_keep`) while a reader restores it is a
+    `FileNotFoundError` for that reader; restoring again takes the latest step.
+
+    What cannot be saved or restored is refused, naming it, before Orbax writes or
+    reads it: a model without leaves, or with a leaf that is not an array or a number
+    (`LeafTypeError`, `LeafValueError`); a restore template with other leaves or
+    shapes than the saved model (`CheckpointTemplateError`); a step with a missing
+    folder or a file cut short (`CheckpointDamagedError`).
+
     Args:
         directory: where checkpoints go, one sub-folder per step: a local or shared
             file system path, or a location Orbax can write to, such as ``gs://...``.
+            A leading ``~`` or ``~user`` is that home folder, as a shell reads it
+            (one naming no user here is refused); other ``~`` and ``$`` stay as
+            written.
         max_to_keep: how many of the latest checkpoints to keep.
 
     Example:
@@ -140,7 +132,7 @@ class Checkpoints:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, max_to_keep: int = 2):
-        self.directory = _directory(directory)
+        self.directory = checkpoint_directory(directory)
         ocp = _orbax()
         self._ocp = ocp
         # Synchronous saves: an asynchronous one leaves non-daemon threads that wait
@@ -157,7 +149,13 @@ class Checkpoints:
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
     def latest_step(self) -> int | None:
-        """The newest step that was saved completely, or None."""
+        """The newest step in the directory that was saved completely, or None.
+
+        Reads the directory at each call, so it counts the steps that any `Checkpoints`
+        object or process saved until then; a step still being written is not counted.
+        Each process reads for itself (no exchange with the others).
+        """
+        self._manager.reload()
         return self._manager.latest_step()
 
     def save(self, step: int, *, model: Any, pipeline: HasState | dict[str, Any]) -> None:
@@ -170,15 +168,19 @@ class Checkpoints:
 
         Raises:
             ValueError, TypeError: `pipeline`'s state is not one `Pipeline.get_state`
-                gives, `step` is saved already in the directory (by any object or
-                process), or another save into the directory is in progress; all
-                checked before anything is written or deleted.
+                gives, `model` holds no leaf, `step` is saved already in the directory
+                (by any object or process), or another save into the directory is in
+                progress; all checked before anything is written or deleted.
+            LeafTypeError, LeafValueError: a leaf of `model` is not an array or a
+                number that a checkpoint holds (text, an object, a deleted or empty
+                array); the error names the leaf.
             CheckpointSaveError: writing failed (e.g. the disk is full or read-only).
                 The temporary folder is removed and the steps saved before stay.
         """
         step = check_int("step", step, minimum=0)
         state = pipeline if isinstance(pipeline, dict) else pipeline.get_state()
         state = check_pipeline_state(state)
+        check_model(model)
         args = self._ocp.args.Composite(
             model=self._ocp.args.StandardSave(model), pipeline=self._ocp.args.JsonSave(state)
         )
@@ -253,32 +255,36 @@ class Checkpoints:
     ) -> tuple[Any, int]:
         """The model state saved at `step` (default: the latest), and that step.
 
+        Reads the directory at each call, like `latest_step`. On many processes the
+        step is agreed: each lists the steps it sees, and without `step` all restore
+        the newest step that every process sees.
+
         Args:
             model: a pytree like the saved one whose arrays (or
                 ``jax.ShapeDtypeStruct`` with a sharding) say where to put each
                 restored array: this job's mesh, which may span another number of
-                processes than the saving job's.
+                processes than the saving job's. None restores the arrays as saved.
             pipeline: a `Pipeline` built as the saved one was; its position is set to
                 the saved state, so its next ``iter()`` resumes there.
             step: which step to restore.
 
         Raises:
-            FileNotFoundError: there is no checkpoint (at `step`).
+            FileNotFoundError: there is no checkpoint (at `step`), on some process, or
+                the step was deleted while it was read (a save beyond `max_to_keep`).
+            CheckpointTemplateError: `model` has other leaves or shapes than the
+                saved model; the error lists them.
+            CheckpointDamagedError: a folder of the step is missing or a file of it
+                cut short; the error names it.
             ValueError: the pipeline differs from the saved one (see `set_state`).
         """
-        step = self.latest_step() if step is None else check_int("step", step, minimum=0)
-        if step is None or step not in self._manager.all_steps():
-            raise FileNotFoundError(
-                f"No checkpoint{'' if step is None else f' at step {step}'} in "
-                f"{self.directory}; saved steps: {sorted(self._manager.all_steps())}."
-            )
-        args = self._ocp.args.Composite(
-            model=self._ocp.args.StandardRestore(model), pipeline=self._ocp.args.JsonRestore()
-        )
-        restored = self._manager.restore(step, args=args)
+        step = None if step is None else check_int("step", step, minimum=0)
+        self._manager.reload()  # the steps on disk, whoever saved them
+        steps = sorted(self._manager.all_steps())
+        step = agreed_step(self.directory, steps, step)
+        restored, state = read_step(self._ocp, self._manager, step, model, steps)
         if pipeline is not None:
-            pipeline.set_state(dict(restored["pipeline"]))
-        return restored["model"], step
+            pipeline.set_state(state)
+        return restored, step
 
     def close(self) -> None:
         """Waits for pending writes and releases the manager."""
