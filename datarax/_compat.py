@@ -70,3 +70,24 @@ def on_auto_mesh(leaf: Any) -> Any:
     mesh = sharding.mesh
     auto = Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
     return jax.device_put(leaf, NamedSharding(auto, sharding.spec))
+
+
+def tpus_on_the_bus() -> int | None:
+    """The TPU devices this host's PCI bus shows, read without starting JAX, as JAX counts
+    TPU chips for its own cluster detection (``jax._src.hardware_utils``, jax 0.4 to 0.12),
+    two per chip on TPU v2 and v3 (two cores each); None where this JAX keeps no such
+    count. An upper bound: a container may grant fewer chips than its bus shows.
+    """
+    try:
+        from jax._src import hardware_utils
+    except ImportError:
+        return None
+    count_chips: Any = getattr(hardware_utils, "num_available_tpu_chips_and_device_id", None)
+    if not callable(count_chips):
+        return None
+    try:
+        answer: Any = count_chips()
+        chips, version = answer
+    except (OSError, TypeError, ValueError):  # no sysfs, or another answer than it had
+        return None
+    return int(chips) * (2 if getattr(version, "name", "") in ("v2", "v3") else 1)

@@ -25,11 +25,11 @@ from datarax.distributed import choose_devices, setup_devices
 @pytest.mark.parametrize(
     ("platform", "count", "expected_platform", "expected_count", "phrase"),
     [
-        ("tpu", 1, "cpu", 8, "1 TPU device, and this lesson needs 8"),
+        ("tpu", 1, "cpu", 8, "fewer TPU devices than the 8 this lesson needs"),
         ("tpu", 0, "cpu", 8, "no accelerator"),
         (None, 0, "cpu", 8, "no accelerator"),
         ("tpu", 8, "tpu", 8, "runtime's 8 TPU devices"),
-        ("gpu", 4, "cpu", 8, "4 GPU devices"),
+        ("gpu", 4, "cpu", 8, "fewer GPU devices than the 8"),
         ("gpu", 16, "gpu", 16, "16 GPU"),
     ],
 )
@@ -76,11 +76,13 @@ def _fake_runtime(
     monkeypatch: pytest.MonkeyPatch,
     accelerators: tuple[str | None, int] | None,
     jax_platforms_env: str | None = None,
+    on_the_host: tuple[str, int] | None = None,
 ) -> tuple[list[tuple[str, object]], list[bool]]:
     """Fakes a runtime whose JAX has not started; returns (config calls, probe calls).
 
     `accelerators` is what the probe would find, or None for a runtime without any
-    accelerator plugin (the probe must then not run).
+    accelerator plugin (the probe must then not run); `on_the_host` what the host shows
+    before JAX starts (its PCI bus, /dev), None for nothing.
     """
     config_calls: list[tuple[str, object]] = []
     probes: list[bool] = []
@@ -93,6 +95,7 @@ def _fake_runtime(
     monkeypatch.setattr(devices, "_backends_started", lambda: False)
     monkeypatch.setattr(devices, "_accelerator_plugins_installed", lambda: accelerators is not None)
     monkeypatch.setattr(devices, "_probe_accelerators", probe)
+    monkeypatch.setattr(devices, "_counted_without_jax", lambda: on_the_host)
     monkeypatch.setattr(
         jax.config, "update", lambda name, value: config_calls.append((name, value))
     )
@@ -106,20 +109,51 @@ def _fake_runtime(
 CPU_CONFIG = [("jax_platforms", "cpu"), ("jax_num_cpu_devices", 8)]
 
 
-def test_one_chip_tpu_keeps_the_chip_beside_simulated_cpu_devices(
+def test_one_chip_tpu_keeps_the_chip_beside_simulated_cpu_devices_when_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 1))
-    plan = devices.setup_devices(8)
-    assert probes == [True]
+    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 1), on_the_host=("tpu", 1))
+    plan = devices.setup_devices(8, keep_accelerator=True)
+    assert probes == []  # the bus shows fewer than 8: no child process needed
     assert (plan.platform, plan.num_devices) == ("cpu", 8)
     assert (plan.accelerator, plan.accelerator_count) == ("tpu", 1)
     assert plan.message.startswith(
-        "Using 8 simulated CPU devices: this runtime has 1 TPU device, and this lesson needs 8."
+        "Using 8 simulated CPU devices: this runtime has fewer TPU devices than the 8 this "
+        "lesson needs."
     )
     assert "also use the TPU" in plan.message
     # the CPU first: JAX's default platform, so jax.devices() lists the simulated devices
     assert config_calls == [("jax_platforms", "cpu,tpu"), ("jax_num_cpu_devices", 8)]
+
+
+def test_a_chip_not_asked_for_is_left_unstarted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A container that shows 4 chips on its bus and grants 1 (seen on a TPU v5e host).
+    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 1), on_the_host=("tpu", 4))
+    plan = devices.setup_devices(8)
+    assert probes == [] and config_calls == CPU_CONFIG
+    assert (plan.platform, plan.accelerator, plan.accelerator_count) == ("cpu", None, 0)
+    assert "The TPU is left unstarted: setup_devices(8, keep_accelerator=True)" in plan.message
+
+
+def test_a_host_that_shows_enough_chips_is_counted_by_jax(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 1), on_the_host=("tpu", 8))
+    plan = devices.setup_devices(8)  # the bus shows 8, JAX starts 1: JAX decides
+    assert probes == [True] and plan.platform == "cpu" and config_calls == CPU_CONFIG
+
+
+@pytest.mark.parametrize(("version", "per_chip"), [("v3", 2), ("v5e", 1)])
+def test_tpu_devices_on_the_bus_count_two_cores_a_chip_on_v3(
+    monkeypatch: pytest.MonkeyPatch, version: str, per_chip: int
+) -> None:
+    from jax._src import hardware_utils
+
+    from datarax import _compat
+
+    found = (4, hardware_utils.TpuVersion[version])
+    monkeypatch.setattr(hardware_utils, "num_available_tpu_chips_and_device_id", lambda: found)
+    assert _compat.tpus_on_the_bus() == 4 * per_chip
 
 
 def test_cpu_runtime_uses_simulated_devices_without_probing(
@@ -136,7 +170,7 @@ def test_cpu_runtime_uses_simulated_devices_without_probing(
 def test_eight_chip_tpu_uses_the_chips_and_leaves_jax_config_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 8))
+    config_calls, probes = _fake_runtime(monkeypatch, ("tpu", 8), on_the_host=("tpu", 8))
     plan = devices.setup_devices(8)
     assert probes == [True]
     assert (plan.platform, plan.num_devices) == ("tpu", 8)

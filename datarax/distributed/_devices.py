@@ -15,14 +15,15 @@ import dataclasses
 import importlib.util
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 from typing import Any
 
 import jax
 
-from datarax._compat import backends_started
-from datarax._validate import check_int, check_str
+from datarax._compat import backends_started, tpus_on_the_bus
+from datarax._validate import check_bool, check_int, check_str
 from datarax.errors import EnvironmentVariableError
 
 MAX_SIMULATED = 4096  # JAX takes ~2.5 s to start 4096 CPU devices, and minutes for 10^5
@@ -34,9 +35,11 @@ class DevicePlan:
     """What `setup_devices` decided, and why, in a sentence.
 
     `platform` and `num_devices` are what ``jax.devices()`` lists (the lesson's
-    meshes); `accelerator` and `accelerator_count` are the runtime's real chips, which
-    are the lesson's devices when `platform` is theirs and are kept beside simulated CPU
-    devices otherwise (None and 0 on a runtime without any).
+    meshes); `accelerator` and `accelerator_count` are the runtime's real chips in use:
+    the lesson's devices when `platform` is theirs, or kept beside simulated CPU devices
+    (None and 0 on a runtime without any, and where they are left unstarted). A count
+    read off the PCI bus before JAX starts is an upper bound (a container may grant
+    fewer chips); `accelerator_devices()` lists those JAX started.
     """
 
     platform: str
@@ -57,16 +60,23 @@ def _count(count: int, platform: str) -> str:
 
 
 def choose_devices(
-    accelerator_platform: str | None, accelerator_count: int, needed: int
+    accelerator_platform: str | None,
+    accelerator_count: int,
+    needed: int,
+    keep_accelerator: bool = False,
 ) -> DevicePlan:
     """Decides between the runtime's accelerators and `needed` simulated CPU devices.
 
     The rule: with at least `needed` accelerators the lesson uses them; otherwise it
-    uses `needed` simulated CPU devices, and any accelerator stays beside them.
+    uses `needed` simulated CPU devices, and the accelerators stay beside them when
+    `keep_accelerator` asks for it (starting a chip adds its start-up to the first JAX
+    operation), else they are left unstarted.
 
     Example:
         >>> choose_devices("tpu", 1, 8).platform, choose_devices("tpu", 1, 8).accelerator
-        ('cpu', 'tpu')
+        ('cpu', None)
+        >>> choose_devices("tpu", 1, 8, keep_accelerator=True).accelerator
+        'tpu'
         >>> choose_devices("tpu", 8, 8).platform
         'tpu'
     """
@@ -74,6 +84,7 @@ def choose_devices(
     if check_str("accelerator_platform", accelerator_platform, optional=True) == "":
         raise ValueError("accelerator_platform must name a platform ('tpu', 'gpu') or be None.")
     accelerator_count = check_int("accelerator_count", accelerator_count, minimum=0)
+    keep_accelerator = check_bool("keep_accelerator", keep_accelerator)
     if accelerator_platform is None or accelerator_count == 0:
         return DevicePlan(
             "cpu",
@@ -90,13 +101,23 @@ def choose_devices(
             accelerator_platform,
             accelerator_count,
         )
+    name = accelerator_platform.upper()
+    message = (
+        f"Using {needed} simulated CPU devices: this runtime has fewer {name} devices than "
+        f"the {needed} this lesson needs. "
+    )
+    if not keep_accelerator:
+        return DevicePlan(
+            "cpu",
+            needed,
+            message + f"The {name} is left unstarted: setup_devices({needed}, "
+            "keep_accelerator=True) keeps it beside them, for cells that time work on it.",
+        )
     return DevicePlan(
         "cpu",
         needed,
-        f"Using {needed} simulated CPU devices: this runtime has {chips}, and this lesson "
-        f"needs {needed}. The meshes use the CPU devices; the cells that measure a copy or "
-        f"run a step also use the {accelerator_platform.upper()} "
-        f"(datarax.distributed.accelerator_devices()).",
+        message + f"The meshes use the CPU devices; the cells that measure a copy or run a "
+        f"step also use the {name} (datarax.distributed.accelerator_devices()).",
         accelerator_platform,
         accelerator_count,
     )
@@ -164,6 +185,27 @@ def _probe_accelerators(timeout_s: float = 120.0) -> tuple[str | None, int]:
     return (None, 0) if platform == "cpu" else (platform, int(count))
 
 
+def _counted_without_jax() -> tuple[str, int] | None:
+    """The runtime's accelerators as this host shows them before JAX starts (TPUs on the
+    PCI bus, NVIDIA GPUs as /dev/nvidia<N>), or None when it shows none."""
+    tpus = tpus_on_the_bus()
+    if tpus:
+        return "tpu", tpus
+    names = os.listdir("/dev") if os.path.isdir("/dev") else []
+    gpus = sum(1 for name in names if re.fullmatch(r"nvidia\d+", name))
+    return ("gpu", gpus) if gpus else None
+
+
+def _find_accelerators(needed: int) -> tuple[str | None, int]:
+    """The runtime's accelerators, counted without starting JAX where that decides: a host
+    that shows fewer than `needed` has fewer (a count off the bus is an upper bound).
+    Otherwise, or where the host shows none, a child process starts JAX to count them."""
+    counted = _counted_without_jax()
+    if counted is not None and counted[1] < needed:
+        return counted
+    return _probe_accelerators()
+
+
 def _backends_started() -> bool:
     started = backends_started()
     return True if started is None else started
@@ -204,17 +246,20 @@ def _already_running(needed: int) -> DevicePlan:
     return DevicePlan(platform, count, message, accelerator, len(chips))
 
 
-def setup_devices(needed: int = 8) -> DevicePlan:
+def setup_devices(needed: int = 8, *, keep_accelerator: bool = False) -> DevicePlan:
     """Makes at least `needed` devices visible to JAX and says which, in a sentence.
 
     Call it right after ``import jax``. The rule: with `needed` or more accelerators,
     ``jax.devices()`` lists them; otherwise it lists `needed` simulated CPU devices
-    (JAX's default platform becomes the CPU) and the runtime's accelerators stay
-    reachable through `accelerator_devices`. ``JAX_PLATFORMS=cpu`` in the environment
-    means the CPU alone, decided without looking for accelerators; any other value is
-    handed to JAX in a child process first, and one that JAX does not start with is an
-    error; one that the plan replaces is named in the plan's message. Safe to call
-    again: once JAX has started, it only reports what is there.
+    (JAX's default platform becomes the CPU), and with `keep_accelerator` the runtime's
+    accelerators stay reachable beside them through `accelerator_devices` (a chip left
+    unstarted costs nothing; a TPU v5e took about 15 s to start). The accelerators are
+    counted from what the host shows (its PCI bus, /dev) without starting JAX, or, where
+    that cannot decide, by JAX in a child process. ``JAX_PLATFORMS=cpu`` in the
+    environment means the CPU alone; any other value is handed to JAX in a child
+    process first, and one that JAX does not start with is an error; one that the plan
+    replaces is named in the plan's message. Safe to call again: once JAX has started,
+    it only reports what is there.
 
     Raises:
         ValueError: JAX already runs with fewer than `needed` devices (the message says
@@ -233,9 +278,11 @@ def setup_devices(needed: int = 8) -> DevicePlan:
     requested = os.environ.get("JAX_PLATFORMS", "")
     if requested == "cpu" or (not requested and not _accelerator_plugins_installed()):
         accelerator, count = None, 0
-    else:
+    elif requested:  # JAX must start with it: a child process tries
         accelerator, count = _probe_accelerators()
-    plan = choose_devices(accelerator, count, needed)
+    else:
+        accelerator, count = _find_accelerators(needed)
+    plan = choose_devices(accelerator, count, needed, keep_accelerator)
     if plan.platform == "cpu":
         # The first platform listed is JAX's default: the lesson's meshes use the CPU.
         platforms = "cpu" if plan.accelerator is None else f"cpu,{plan.accelerator}"

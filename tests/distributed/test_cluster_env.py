@@ -109,7 +109,7 @@ def test_setup_devices_names_the_jax_platforms_it_replaces(
 ) -> None:
     calls = _unstarted_jax(monkeypatch, "tpu")
     monkeypatch.setattr(devices, "_probe_accelerators", lambda: ("tpu", 1))
-    plan = devices.setup_devices(8)
+    plan = devices.setup_devices(8, keep_accelerator=True)
     assert (plan.platform, plan.accelerator) == ("cpu", "tpu")
     assert plan.message.endswith("JAX_PLATFORMS='tpu' is replaced by 'cpu,tpu'.")
     assert calls == [("jax_platforms", "cpu,tpu"), ("jax_num_cpu_devices", 8)]

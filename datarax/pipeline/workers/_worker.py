@@ -127,21 +127,22 @@ def serve(
     last = "the source's __getitem__"
     if isinstance(work, tuple) and work[1]:
         last = f"stages[{len(work[1]) - 1}]"
-    while True:
-        try:
-            task = connection.recv()
-        except (EOFError, OSError):  # the pipeline's process closed the pipe, or is gone
-            task = None
-        if task is None:
-            connection.close()
-            _leave(parent, files)
-            return
-        number, rows, lent, prefix = task
-        try:
-            reply = number, True, make_batch(work, rows, lent, prefix)
-        except Exception as error:
-            reply = number, False, error
-        _send(connection, reply, last)
+    try:
+        while True:
+            task = connection.recv()  # EOFError once the pipeline's process is gone
+            if task is None:  # told to stop
+                return
+            number, rows, lent, prefix = task
+            try:
+                reply = number, True, make_batch(work, rows, lent, prefix)
+            except Exception as error:
+                reply = number, False, error
+            _send(connection, reply, last)
+    except (EOFError, OSError):  # the pipe broke: the pipeline's process is gone
+        pass
+    finally:  # whatever ended the loop, nothing this worker started outlives it
+        connection.close()
+        _leave(parent, files)
 
 
 def make_batch(
