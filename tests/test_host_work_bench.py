@@ -45,7 +45,7 @@ def test_without_place_only_host_epochs_are_timed() -> None:
 
 def test_a_tiny_records_run_times_every_candidate_by_epochs(tmp_path: Path) -> None:
     out = tmp_path / "records.json"
-    command = [sys.executable, "-m", "benchmarks.host_work", "--costs", "0.01"]
+    command = [sys.executable, "-m", "benchmarks.host_work_records", "--costs", "0.01"]
     command += ["--workers", "0", "1", "--rounds", "1", "--epochs", "2", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
