@@ -18,6 +18,7 @@ import os
 import platform
 import random
 import statistics
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -66,12 +67,16 @@ def shuffled_rounds(names: Sequence[str], rounds: int) -> Iterator[tuple[int, st
 
 
 def settle() -> None:
-    """Waits (10 s at most) for the processes a closed Grain iterator leaves behind, so
-    that they do not slow the next candidate."""
+    """Waits (10 s at most) for the processes and read threads a closed Grain iterator
+    leaves behind (its threads finish the records they hold), so that they do not slow
+    the next candidate."""
     gc.collect()
     deadline = time.monotonic() + 10
     for child in multiprocessing.active_children():
         child.join(max(0.0, deadline - time.monotonic()))
+    for thread in threading.enumerate():
+        if thread.name.startswith("grain-prefetch"):
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:

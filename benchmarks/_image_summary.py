@@ -32,11 +32,24 @@ TARGETS: dict[str, list[Relation]] = {
 STAGE_MS_FOR_ONE_WORKER = 5.0  # the workers=1 target holds for stages at least this long
 
 
-def _round_medians(results: dict[str, Any], key: str) -> dict[str, list[float | None]]:
+Figures = dict[str, list[float | None]]  # per candidate, per round: the median of its epochs
+
+
+def _round_medians(results: dict[str, Any], key: str) -> Figures:
     return {
         name: [statistics.median(run[key]) if run and run[key] else None for run in runs]
         for name, runs in results["runs"].items()
     }
+
+
+def _at(figures: Figures, name: str | None, at: int) -> float | None:
+    """`name`'s figure in round `at`; None where it has none (not run, or failed)."""
+    values = figures.get(name, []) if name else []
+    return values[at] if at < len(values) else None
+
+
+def _over(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator and denominator else None
 
 
 def summarize(results: dict[str, Any]) -> dict[str, Any]:
@@ -44,72 +57,60 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     kinds = results["candidates"]
     host, placed = _round_medians(results, "host_ms"), _round_medians(results, "placed_ms")
     rounds = max((len(runs) for runs in results["runs"].values()), default=0)
-    gigabytes = results["batch_bytes"] / 1e9
+    gigabytes, ideal = results["batch_bytes"] / 1e9, results["stage"]["ideal_ms"]
 
     def named(kind: str) -> list[str]:
         return [name for name, about in kinds.items() if about["kind"] == kind]
 
-    def best(kind: str, figures: dict[str, list[float | None]], at: int) -> str | None:
-        done = [name for name in named(kind) if at < len(figures[name]) and figures[name][at]]
-        return min(done, key=lambda name: figures[name][at] or 0.0) if done else None
+    def one(kind: str) -> str | None:
+        return next(iter(named(kind)), None)
+
+    def worker(count: int) -> str | None:
+        return next((n for n in named("pipeline") if kinds[n]["workers"] == count), None)
+
+    def best(kind: str, figures: Figures, at: int) -> str | None:
+        done = [name for name in named(kind) if _at(figures, name, at)]
+        return min(done, key=lambda name: _at(figures, name, at) or 0.0) if done else None
+
+    def best_host(kind: str, at: int) -> float | None:
+        return _at(host, best(kind, host, at), at)
 
     def over_rounds(ratio: Callable[[int], float | None]) -> dict[str, Any] | None:
         values = [value for at in range(rounds) if (value := ratio(at)) is not None]
         return {**spread(values), "per_round": values} if values else None
 
-    def faster(slow_kind: str, fast_kind: str) -> Callable[[int], float | None]:
-        def ratio(at: int) -> float | None:
-            slow, fast = best(slow_kind, host, at), best(fast_kind, host, at)
-            return host[slow][at] / host[fast][at] if slow and fast else None  # type: ignore[operator]
-
-        return ratio
-
-    def worker(count: int | str) -> str | None:
-        return next((n for n in named("pipeline") if kinds[n]["workers"] == count), None)
-
-    def speed_over(base: str | None, name: str | None) -> Callable[[int], float | None]:
-        def ratio(at: int) -> float | None:
-            if base is None or name is None or at >= len(host[name]) or at >= len(host[base]):
-                return None
-            pair = host[base][at], host[name][at]
-            return pair[0] / pair[1] if pair[0] and pair[1] else None
-
-        return ratio
-
     def placed_over_bound(at: int) -> float | None:
-        count, copies = best("pipeline", placed, at), named("copy-shard")
-        copy = placed[copies[0]][at] if copies and at < len(placed[copies[0]]) else None
-        if count is None or copy is None or not host[count][at]:
-            return None
-        return placed[count][at] / max(host[count][at], copy)  # type: ignore[arg-type, operator]
-
-    def gb_per_s(kind: str) -> Callable[[int], float | None]:
-        def ratio(at: int) -> float | None:
-            names = named(kind)
-            ms = placed[names[0]][at] if names and at < len(placed[names[0]]) else None
-            return gigabytes / (ms / 1e3) if ms else None
-
-        return ratio
+        count = best("pipeline", placed, at)  # the worker count placed fastest this round
+        ms, host_ms = _at(placed, count, at), _at(host, count, at)
+        copy_ms = _at(placed, one("copy-shard"), at)
+        return ms / max(host_ms, copy_ms) if ms and host_ms and copy_ms else None
 
     none = worker(0)
     ratios = {
-        "over_grain": over_rounds(faster("grain", "pipeline")),
-        "over_kept": over_rounds(faster("grain-kept", "pipeline")),
+        "over_grain": over_rounds(
+            lambda at: _over(best_host("grain", at), best_host("pipeline", at))
+        ),
+        "over_kept": over_rounds(
+            lambda at: _over(best_host("grain-kept", at), best_host("pipeline", at))
+        ),
         "placed_over_bound": over_rounds(placed_over_bound),
-        "shard_gb_per_s": over_rounds(gb_per_s("copy-shard")),
-        "put_gb_per_s": over_rounds(gb_per_s("copy-put")),
-        "one_over_none": over_rounds(speed_over(none, worker(1))),
+        "shard_gb_per_s": over_rounds(
+            lambda at: _over(gigabytes * 1e3, _at(placed, one("copy-shard"), at))
+        ),
+        "put_gb_per_s": over_rounds(
+            lambda at: _over(gigabytes * 1e3, _at(placed, one("copy-put"), at))
+        ),
+        "one_over_none": over_rounds(
+            lambda at: _over(_at(host, none, at), _at(host, worker(1), at))
+        ),
         "speed_over_workers_0": {
-            name: over_rounds(speed_over(none, name)) for name in named("pipeline") if name != none
+            name: over_rounds(lambda at, name=name: _over(_at(host, none, at), _at(host, name, at)))
+            for name in named("pipeline")
+            if name != none
         },
         "best_count_placed": [best("pipeline", placed, at) for at in range(rounds)],
+        "best_over_ideal": over_rounds(lambda at: _over(best_host("pipeline", at), ideal)),
     }
-    ideal = results["stage"]["ideal_ms"]
-    ratios["best_over_ideal"] = over_rounds(
-        lambda at: (lambda name: host[name][at] / ideal if name else None)(
-            best("pipeline", host, at)
-        )
-    )
     return {
         "summary": _per_candidate(results, gigabytes),
         "ratios": ratios,
