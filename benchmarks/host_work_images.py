@@ -100,6 +100,8 @@ from benchmarks._image_summary import print_results, summarize
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
+    """A machine's defaults (flags override each); its name picks the targets checked."""
+
     images: int
     side: int
     batch_size: int
