@@ -241,7 +241,8 @@ def _two_hosts(results: dict[str, Any], path: Path) -> None:
 
 
 def host_work(results: dict[str, Any], path: Path) -> None:
-    """Records per second against the cost of a record, and the two ratios per cost."""
+    """The records case (`benchmarks.host_work_records`): records per second against the
+    cost of a record, and the two ratios per cost."""
     work = results["host_work"]
     cases = work["cases"]
     costs = [case["measured_ms_per_record"] for case in cases]

@@ -1,0 +1,299 @@
+"""Image batches through host workers, against Grain and against the copy to a device.
+
+The data: ``--images`` (4,096) random uint8 images of ``--side`` x ``--side`` x 3 (224)
+in a memory-mapped ``.npy`` file written to the temporary folder at the start, read in
+order in batches of ``--batch-size`` (256: 38.5 MB, 16 batches an epoch). The stage
+(`benchmarks._image_stage`): per image, reflect-pad by 8, crop back to the image's size
+at a place drawn from its label, flip every other image left to right, then stack:
+fresh arrays every batch, as a real augmentation makes them. Candidates, all on the
+same file, all making the same batches (the first batch's digest is compared):
+
+- ``Pipeline(source, stages=[stage], batch_size, workers=N)`` for N in ``--workers``
+  (0 4 8 12; ``auto`` too); its workers keep freed memory for reuse (their default);
+- Grain as its documentation writes a pipeline, per batch:
+  ``MapDataset.source(records).repeat(R).batch(B).map(stage).to_iter_dataset()`` (its
+  default read options: 16 threads, 500 elements read ahead), then
+  ``.mp_prefetch(MultiprocessingOptions(num_workers=N))`` (nothing for N = 0);
+- Grain per record: ``.map(one image).batch(B)`` instead, the rest the same;
+- Grain per batch with the allocator settings our workers use (glibc's
+  ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_TOP_PAD_`` in the
+  environment while its iterator starts and runs, restored after; read back from each
+  of its processes' ``/proc/PID/environ`` at the first batch); N > 0 only;
+- placement alone: one prepared batch through ``jax.device_put`` and through
+  ``ArraySharder().shard``, waited for.
+
+``--grain-ways`` picks Grain's ways (``batch record kept``; none: no Grain). Grain's
+dataset repeats for exactly the run's epochs (R = 1 + 2 x ``--epochs``): endless, its
+default read-ahead of 500 elements would hold 500 batches (19 GB) in each process.
+
+Timing (`benchmarks._epoch_timing`): the seconds to the first batch, the rest of the
+first epoch untimed, then ``--epochs`` (3) epochs of host work alone and as many with
+every batch placed on ``jax.devices()[0]`` and waited for, each epoch timed alone.
+`Pipeline` places as ``Pipeline(sharding=...)`` does on one process,
+``ArraySharder().shard(batch, SingleDeviceSharding(device))``; Grain with
+``jax.device_put(batch, device)``, its own way. Every candidate runs once per round, in
+a shuffled order, ``--rounds`` rounds; ratios are medians of per-round ratios.
+
+The ideal line: one process's stage time, measured in a process of its own with the C
+library's defaults and after `keep_freed_memory()` (this process is not changed),
+divided by the cores this process may use. The targets are computed with
+PASS/MISS where the data exists: on a TPU v5e host (``--preset v5e``, the default),
+Pipeline's best / Grain's best as its docs write it, host only (>= 2); the same against
+Grain with our allocator settings (>= 1); placed ms at the best worker count / max(its
+host ms, the copy's ms) (<= 1.15); one batch's copy through ``shard`` (>= 8 GB/s). On 2
+cores (``--preset two-core``: 24 batches of 128 images of 160 x 160 x 3, workers 0 1
+2, 3 rounds): Pipeline's best / Grain's best as its docs write it (>= 1.1), and
+``workers=1`` / ``workers=0`` not slower for a stage of 5 ms or more.
+
+Duration of the default run on the 13-core TPU v5e host, estimated from the figures
+measured there (the stage 165 ms a batch in one process, Grain's first batch 11 to 33 s,
+a batch's copy to the chip 39 ms): 17 runs of 112 batches each. ``Pipeline`` at 0
+workers about 20 s, at 4 to 12 about 7 s each; Grain's two ways at 0 processes about
+25 s each; its 9 runs with processes 20 to 40 s each, mostly its start; the placement
+alone 9 s; the data, the stage's own timing, the warm-up and JAX's start about 30 s.
+In all 5 to 8.5 minutes, the spread being Grain's start. Results are written to
+``--out`` after every run of a candidate, so a run cut short keeps what it measured.
+
+    python -m benchmarks.host_work_images [--preset v5e | two-core] [--workers 0 4 8 12]
+        [--grain-ways batch record kept] [--rounds 1] [--epochs 3] [--images 4096]
+        [--side 224] [--batch-size 256] [--read-next-epoch] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from benchmarks import _image_stage as stage
+from benchmarks._child import run_module
+from benchmarks._epoch_timing import EpochTimes, close_stream, time_epochs
+from benchmarks._host_work import (
+    grain_ready,
+    machine,
+    settle,
+    shuffled_rounds,
+    usable_cores,
+    write_json,
+)
+from benchmarks._image_loaders import (
+    GRAIN_WAYS,
+    PUT_ALONE,
+    SHARD_ALONE,
+    Candidate,
+    allocator_environment,
+    candidates_for,
+    pipeline_stream,
+)
+from benchmarks._image_summary import print_results, summarize
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A machine's defaults (flags override each); its name picks the targets checked."""
+
+    images: int
+    side: int
+    batch_size: int
+    workers: tuple[str, ...]
+    rounds: int
+    epochs: int
+
+
+PRESETS = {
+    "v5e": Preset(4096, 224, 256, ("0", "4", "8", "12"), rounds=1, epochs=3),
+    "two-core": Preset(3072, 160, 128, ("0", "1", "2"), rounds=3, epochs=3),
+}
+
+
+def _digest(batch: dict[str, Any]) -> str:
+    """What a first batch holds, to check that every loader made the same one."""
+    image = np.ascontiguousarray(batch["image"])
+    digest = hashlib.blake2b(image.tobytes(), digest_size=8).hexdigest()
+    return f"{image.dtype}{list(image.shape)} {digest}"
+
+
+def _stage_alone(path: str, batch_size: int) -> dict[str, Any]:
+    """One process's stage time, with and without kept memory, in a process of its own."""
+    root = str(Path(__file__).resolve().parents[1])
+    path_list = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_list)}
+    timed = run_module("benchmarks._image_stage", [path, str(batch_size)], env, 600, "stage")
+    cores = usable_cores()
+    return timed | {
+        "usable_cores": cores,
+        "ideal_ms": timed["kept_ms"] / cores,
+        "ideal_ms_default": timed["default_ms"] / cores,
+    }
+
+
+def images(
+    count: int,
+    side: int,
+    batch_size: int,
+    workers: list[str],
+    grain_ways: list[str],
+    rounds: int,
+    epochs: int,
+    preset: str = "v5e",
+    read_next_epoch: bool = False,
+    out: Path | None = None,
+    command: str = "",
+) -> dict[str, Any]:
+    """Every candidate timed by epochs, per round, then summarized; with `out`, the
+    results so far are written there after every run of a candidate."""
+    batches_per_epoch = count // batch_size
+    if batches_per_epoch < 1:
+        raise ValueError(f"{count} images make no batch of {batch_size}.")
+    grain_ready()
+    device = jax.devices()[0]
+    # Worker processes (ours and Grain's) need no accelerator, and one program at a time
+    # may hold a TPU: they start with JAX on the CPU.
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    with tempfile.TemporaryDirectory(prefix="host_work_images_") as folder:
+        path = os.path.join(folder, "images.npy")
+        start = time.perf_counter()
+        stage.write_images(path, count, side)
+        results: dict[str, Any] = {
+            "case": "images",
+            "command": command,
+            "preset": preset,
+            "images": count,
+            "image": [side, side, 3],
+            "batch_size": batch_size,
+            "batches_per_epoch": batches_per_epoch,
+            "epochs": epochs,
+            "rounds": rounds,
+            "workers": workers,
+            "grain_ways": grain_ways,
+            "read_next_epoch": read_next_epoch,
+            "images_written_s": time.perf_counter() - start,
+            "grain_allocator_environment": allocator_environment(),
+            **machine(device),
+            "stage": _stage_alone(path, batch_size),
+            "partial": True,
+        }
+        prepared = stage.augment_batch(stage.first_batch(path, batch_size))
+        results["batch_bytes"] = sum(leaf.nbytes for leaf in prepared.values())
+        results["expected_first_batch"] = _digest(prepared)
+        candidates = candidates_for(
+            path,
+            batch_size,
+            workers,
+            grain_ways,
+            1 + 2 * epochs,
+            read_next_epoch,
+            prepared,
+            device,
+        )
+        results["candidates"] = {
+            name: {"kind": candidate.kind, "workers": candidate.workers}
+            for name, candidate in candidates.items()
+        }
+        _warm_up(candidates, path, batch_size)
+        runs: dict[str, list[EpochTimes | None]] = {name: [] for name in candidates}
+        notes: dict[str, list[dict[str, Any]]] = {name: [] for name in candidates}
+        errors: dict[str, list[str]] = {}
+        for round_, name in shuffled_rounds(list(candidates), rounds):
+            candidate, said = candidates[name], {}
+            try:
+                times = time_epochs(
+                    functools.partial(candidate.open, said),
+                    batches_per_epoch,
+                    epochs,
+                    candidate.place,
+                    _digest,
+                )
+            except Exception as error:  # recorded and shown; the next candidate runs
+                times = None
+                errors.setdefault(name, []).append(repr(error))
+                print(f"  round {round_}: {name}: failed: {error!r}", flush=True)
+            else:
+                print(f"  round {round_}: {name}: {_line(times)}", flush=True)
+            settle()
+            runs[name].append(times)
+            notes[name].append(said)
+            results["runs"] = {n: [t and vars(t) for t in ts] for n, ts in runs.items()}
+            results |= {"notes": notes, "errors": errors}
+            if out is not None:
+                write_json(out, results)
+    results |= summarize(results)
+    results |= {"partial": False, "load_average_after": os.getloadavg()}
+    return results
+
+
+def _warm_up(candidates: dict[str, Candidate], path: str, batch_size: int) -> None:
+    """Before any clock: one placement each way (a device's first transfer sets things
+    up), and a batch from a pipeline with one worker (it starts the server that the
+    workers of every later pipeline of this process are forked from)."""
+    for name in (PUT_ALONE, SHARD_ALONE):
+        candidates[name].place(next(candidates[name].open({})))
+    stream = pipeline_stream(path, batch_size, "1", False, {})
+    candidates[SHARD_ALONE].place(next(stream))
+    close_stream(stream)
+    settle()
+
+
+def _line(times: EpochTimes) -> str:
+    host = sorted(times.host_ms)[len(times.host_ms) // 2]
+    placed = sorted(times.placed_ms)[len(times.placed_ms) // 2]
+    return (
+        f"first batch {times.first_batch_s:.2f} s, host {host:.1f} ms/batch, "
+        f"host + placement {placed:.1f} ms/batch"
+    )
+
+
+def _workers(value: str) -> str:
+    if value == "auto" or (value.isdigit() and int(value) >= 0):
+        return str(int(value)) if value.isdigit() else value
+    raise argparse.ArgumentTypeError(f"a worker count is an int >= 0 or 'auto', got {value!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--preset", choices=list(PRESETS), default="v5e")
+    parser.add_argument("--workers", type=_workers, nargs="+", help="0 4 8 12 (v5e)")
+    parser.add_argument("--grain-ways", nargs="*", choices=list(GRAIN_WAYS))
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--images", type=int)
+    parser.add_argument("--side", type=int)
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--read-next-epoch", action="store_true", help="Workers(N, True)")
+    parser.add_argument("--out", type=Path, help="FILE.json, rewritten after every run")
+    args = parser.parse_args()
+    preset = PRESETS[args.preset]
+    print("load average before:", os.getloadavg(), "cores:", os.cpu_count(), flush=True)
+    results = images(
+        count=args.images or preset.images,
+        side=args.side or preset.side,
+        batch_size=args.batch_size or preset.batch_size,
+        workers=args.workers or list(preset.workers),
+        grain_ways=list(GRAIN_WAYS) if args.grain_ways is None else args.grain_ways,
+        rounds=args.rounds or preset.rounds,
+        epochs=args.epochs or preset.epochs,
+        preset=args.preset,
+        read_next_epoch=args.read_next_epoch,
+        out=args.out,
+        command=" ".join(["python -m benchmarks.host_work_images", *sys.argv[1:]]),
+    )
+    print_results(results)
+    if args.out is not None:
+        write_json(args.out, results)
+        print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
