@@ -80,6 +80,7 @@ class Stages:
                 f"for one stage write {name}=[stage]."
             )
         self.name, self.stages = name, tuple(stages)
+        self._named = tuple((f"{name}[{i}]", stage) for i, stage in enumerate(self.stages))
         for position, stage in enumerate(self.stages):
             if not callable(stage):
                 raise TypeError(
@@ -88,8 +89,8 @@ class Stages:
                 )
 
     def __call__(self, batch: Batch) -> Batch:
-        for position, stage in enumerate(self.stages):
-            batch = call_stage(stage, f"{self.name}[{position}]", batch)
+        for where, stage in self._named:
+            batch = call_stage(stage, where, batch)
         return batch
 
     def __len__(self) -> int:

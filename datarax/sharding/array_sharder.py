@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import Any
 
 import jax
 from jax.sharding import Sharding
 
-from datarax._caches import BoundedCache
 from datarax._compat import on_auto_mesh
 from datarax._deprecated import ArraySharderAliases
 from datarax.sharding._base import SharderModule
@@ -17,21 +15,27 @@ from datarax.sharding._flat_transfer import SendFlat, place, sending_plan
 from datarax.sharding._sharding_checks import leaf_shardings
 from datarax.sharding._signature import PlanCache
 
-_plans: PlanCache[Sharding | list[Sharding]] = PlanCache("placement plans", 1024)
-_ways: BoundedCache[tuple[Any]] = BoundedCache("how leaves cross", 1024)
+
+class _Placement:
+    """A batch signature's plan: the `jax.device_put` target, and how its leaves cross
+    for each ``send_flat`` asked for so far."""
+
+    def __init__(self, shardings: Sharding | list[Sharding]):
+        self.shardings = shardings
+        self.ways: dict[SendFlat, Any] = {}
 
 
-def plan_shardings(
-    batch: Any, sharding: Sharding
-) -> tuple[list[Any], Any, Sharding | list[Sharding], Hashable]:
-    """Flattens `batch` and returns (leaves, treedef, the `jax.device_put` target, the
-    batch's signature).
+_plans: PlanCache[_Placement] = PlanCache("placement plans", 1024)
 
-    The target is one sharding when every leaf gets the same one (the usual case,
-    and measurably faster to place than a list), else one validated sharding per
-    leaf. Validation, of the sharding and of every leaf, runs once per batch
-    signature (`batch_signature`); later calls with the same signature cost a flatten
-    and a dictionary lookup.
+
+def plan_shardings(batch: Any, sharding: Sharding) -> tuple[list[Any], Any, _Placement]:
+    """Flattens `batch` and returns (leaves, treedef, its placement plan).
+
+    The plan's target is one sharding when every leaf gets the same one (the usual
+    case, and measurably faster to place than a list), else one validated sharding per
+    leaf. Validation, of the sharding and of every leaf, runs once per batch signature
+    (`batch_signature`); later calls with the same signature cost a flatten and one
+    dictionary lookup.
     """
     try:
         leaves, treedef = jax.tree_util.tree_flatten(batch)
@@ -39,13 +43,12 @@ def plan_shardings(
         check_keys_sortable(batch)
         raise
 
-    def make() -> Sharding | list[Sharding]:
+    def make() -> _Placement:
         per_leaf = leaf_shardings(batch, sharding)
         shared = all(leaf is per_leaf[0] for leaf in per_leaf)
-        return per_leaf[0] if per_leaf and shared else list(per_leaf)
+        return _Placement(per_leaf[0] if per_leaf and shared else list(per_leaf))
 
-    signature, shardings = _plans.plan(treedef, leaves, sharding, make)
-    return leaves, treedef, shardings, signature
+    return leaves, treedef, _plans.plan(treedef, leaves, sharding, make)[1]
 
 
 class ArraySharder(SharderModule, ArraySharderAliases):
@@ -102,14 +105,13 @@ class ArraySharder(SharderModule, ArraySharderAliases):
                 f"send_flat must be True, False or 'auto', got {type(send_flat).__name__}: "
                 f"{send_flat!r:.60}."
             )
-        leaves, treedef, shardings, signature = plan_shardings(batch, sharding)
+        leaves, treedef, plan = plan_shardings(batch, sharding)
         if not leaves:
             return batch
-        known = _ways.get((signature, send_flat))
-        if known is None:
-            known = (sending_plan(batch, leaves, shardings, send_flat),)
-            _ways.put((signature, send_flat), known)
-        ways = known[0]
+        shardings = plan.shardings
+        if send_flat not in plan.ways:
+            plan.ways[send_flat] = sending_plan(batch, leaves, shardings, send_flat)
+        ways = plan.ways[send_flat]
         try:
             placed = place(leaves, shardings, ways)
         except ValueError:
