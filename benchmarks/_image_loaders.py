@@ -135,13 +135,14 @@ def candidates_for(
     batch_size: int,
     workers: list[str],
     grain_ways: list[str],
+    grain_workers: list[int],
     repeats: int,
     read_next_epoch: bool,
     prepared: dict[str, np.ndarray],
     device: Any,
 ) -> dict[str, Candidate]:
     """Every candidate by name: `Pipeline` at each of `workers`, Grain's `grain_ways` at
-    each integer count, and the placement of the `prepared` batch alone, both ways."""
+    each of `grain_workers`, and the placement of the `prepared` batch alone, both ways."""
     sharder, sharding = ArraySharder(), SingleDeviceSharding(device)
 
     def shard(batch: Any) -> None:
@@ -159,7 +160,7 @@ def candidates_for(
         )
         for count in workers
     }
-    for way, count in itertools.product(grain_ways, [int(n) for n in workers if n != "auto"]):
+    for way, count in itertools.product(grain_ways, grain_workers):
         opener = functools.partial(_grain_stream, path, batch_size, way, count, repeats)
         name = f"{GRAIN_WAYS[way]} workers={count}"
         if way != "kept":

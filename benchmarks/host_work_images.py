@@ -149,6 +149,7 @@ def images(
     read_next_epoch: bool = False,
     out: Path | None = None,
     command: str = "",
+    grain_workers: list[int] | None = None,
 ) -> dict[str, Any]:
     """Every candidate timed by epochs, per round, then summarized; with `out`, the
     results so far are written there after every run of a candidate."""
@@ -176,6 +177,7 @@ def images(
             "rounds": rounds,
             "workers": workers,
             "grain_ways": grain_ways,
+            "grain_workers": grain_workers,
             "read_next_epoch": read_next_epoch,
             "images_written_s": time.perf_counter() - start,
             "grain_allocator_environment": allocator_environment(),
@@ -191,6 +193,7 @@ def images(
             batch_size,
             workers,
             grain_ways,
+            [int(n) for n in workers if n != "auto"] if grain_workers is None else grain_workers,
             1 + 2 * epochs,
             read_next_epoch,
             prepared,
@@ -266,6 +269,9 @@ def main() -> None:
     parser.add_argument("--preset", choices=list(PRESETS), default="v5e")
     parser.add_argument("--workers", type=_workers, nargs="+", help="0 4 8 12 (v5e)")
     parser.add_argument("--grain-ways", nargs="*", choices=list(GRAIN_WAYS))
+    parser.add_argument(
+        "--grain-workers", type=int, nargs="+", help="Grain's process counts (--workers')"
+    )
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--images", type=int)
@@ -286,6 +292,7 @@ def main() -> None:
         epochs=args.epochs or preset.epochs,
         preset=args.preset,
         read_next_epoch=args.read_next_epoch,
+        grain_workers=args.grain_workers,
         out=args.out,
         command=" ".join(["python -m benchmarks.host_work_images", *sys.argv[1:]]),
     )
