@@ -66,12 +66,12 @@ def _flat_sharding(sharding: Sharding, ndim: int) -> Sharding | None:
 
 
 def _pieces(leaf: np.ndarray, sharding: Sharding) -> int:
-    """How many pieces `leaf` crosses in (0: not in pieces)."""
+    """How many pieces, blocks of whole rows, `leaf` crosses in (0: not in pieces)."""
     if len(sharding.device_set) != 1 or leaf.nbytes < PIECES_FROM_BYTES:
         return 0
     if not leaf.flags.c_contiguous:
         return 0  # its bytes in order would need a copy on the host first
-    return min(MAX_PIECES, max(2, round(leaf.nbytes / PIECE_BYTES)))
+    return min(MAX_PIECES, len(leaf), max(2, round(leaf.nbytes / PIECE_BYTES)))
 
 
 def _per_leaf(leaves: list[Any], shardings: Sharding | list[Sharding]) -> list[Sharding]:
@@ -136,9 +136,10 @@ def place(
     sent: list[Any] = []
     targets: list[Any] = []  # a sharding, or the device a piece goes to
     for leaf, sharding, way in zip(leaves, per_leaf, ways, strict=True):
-        if way.pieces:
+        if way.pieces:  # row blocks of the (rows, rest) view: joined along the rows
             device = next(iter(sharding.device_set))
-            sent += np.array_split(leaf.reshape(-1), way.pieces)
+            rows = leaf.reshape(leaf.shape[0], -1) if leaf.ndim > 1 else leaf
+            sent += np.array_split(rows, way.pieces)
             targets += [device] * way.pieces
         elif way.flat is not None:
             sent.append(leaf.reshape(leaf.shape[0], math.prod(leaf.shape[1:])))
