@@ -21,9 +21,14 @@ Hints come in two steps: the first time an answer is not yet right, the feedback
 with the idea; from the second such answer to the same exercise on (or with
 ``hint=2``), it adds the method.
 
-A reader's function that runs the code of a checker's own answer function (marked with
-`answer_key`), directly or through a copy such as ``types.FunctionType(key.__code__,
-...)``, is turned down: that answer is the checker's work, not the reader's.
+Cases and right answers. A checker draws its cases from `draw`: in a notebook the same
+*public* cases every time, when grading *secret* ones, from a seed the grader picks
+after the notebook has run (`drawing`). Where the right answer is what the library or
+JAX does, the checker asks them. Where it is a formula of the lesson's own, the
+checker calls the reader's function on every case first, then asks `reference` for
+the right answers: the grader's answer keys (`datarax.exercises._keys`, loaded by the
+grader alone and left out of what a graded notebook can import), or, in a notebook,
+a table of the keys' answers to the public cases (`datarax.exercises._tables`).
 
 Every call of the reader's function goes through `datarax.exercises._answers.outcome`,
 which lets ``python -m datarax.exercises.grade`` record what the function returned in a
@@ -34,11 +39,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
+import zlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any
+
+import numpy as np
 
 from datarax._validate import check_bool, check_int, check_str
+from datarax.exercises import _answers
 from datarax.exercises._answers import Unreplayable, outcome
 from datarax.exercises._feedback import (
     AnswerRaised,
@@ -53,30 +61,115 @@ from datarax.exercises._feedback import (
 from datarax.exercises._values import whole
 
 Checker = Callable[[Any], Feedback]
-_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+Cases = Callable[[], Sequence[tuple[str, tuple[Any, ...]]]]
 
 
 @dataclasses.dataclass(frozen=True)
 class Exercise:
-    """A registered checker and its hint in two steps."""
+    """A registered checker, its hint in two steps, and, for an exercise whose right
+    answers come from `reference`, its cases as (text, answer key's arguments)."""
 
     checker: Checker
     idea: str
     method: str
+    cases: Cases | None = None
 
 
 _CHECKERS: dict[str, Exercise] = {}
 _MISSES: dict[str, int] = {}  # exercise -> answers not yet right, for the hint's step
 
 
-def exercise(name: str, *, idea: str, method: str) -> Callable[[Checker], Checker]:
-    """Registers a checker under `name`, with its hint: the `idea`, then the `method`."""
+def exercise(
+    name: str, *, idea: str, method: str, cases: Cases | None = None
+) -> Callable[[Checker], Checker]:
+    """Registers a checker under `name`, with its hint: the `idea`, then the `method`;
+    `cases` for a checker whose right answers come from `reference`."""
 
     def register(checker: Checker) -> Checker:
-        _CHECKERS[name] = Exercise(checker, idea, method)
+        _CHECKERS[name] = Exercise(checker, idea, method, cases)
         return checker
 
     return register
+
+
+PUBLIC_SEED = 0  # the notebooks' cases; the grader draws its own seed for each run
+
+
+class _Draw:
+    seed: int | None = None  # None: the public cases
+
+
+def draw(name: str) -> np.random.Generator:
+    """The random source of exercise `name`'s drawn cases: the public cases in a notebook,
+    the grader's secret ones inside `drawing`.
+
+    Example:
+        >>> int(draw("00.example").integers(100)) == int(draw("00.example").integers(100))
+        True
+    """
+    seed = PUBLIC_SEED if _Draw.seed is None else _Draw.seed
+    return np.random.default_rng([seed, zlib.crc32(name.encode())])
+
+
+def public() -> bool:
+    """Whether the checkers draw the notebooks' public cases (outside `drawing`)."""
+    return _Draw.seed is None
+
+
+@contextlib.contextmanager
+def drawing(seed: int) -> Iterator[None]:
+    """Every checker draws its cases from `seed` inside the block (the grader's side)."""
+    saved, _Draw.seed = _Draw.seed, seed
+    try:
+        yield
+    finally:
+        _Draw.seed = saved
+
+
+class NotJudgedHere(Exception):
+    """Raised by `reference` in a graded notebook's kernel: the reader's function has been
+    called on every case, and the grader, not the kernel, knows the right answers."""
+
+
+class Unavailable(Exception):
+    """The right answers to these cases are not known here; carries what to tell the reader."""
+
+
+_KEYS: dict[str, Callable[..., Any]] = {}  # filled by datarax.exercises._keys (the grader's)
+
+
+def reference(name: str, cases: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    """The right answers to `cases` of exercise `name`, each given as (text, key arguments):
+    from the answer key where the grader loaded it, else from the table of the public
+    cases. Call it only after the reader's function has answered every case.
+
+    Raises:
+        NotJudgedHere: in a kernel being graded (its calls are recorded; the grader judges).
+        Unavailable: the cases are not the public ones the table holds.
+    """
+    if name in _KEYS:
+        return [_KEYS[name](*arguments) for _, arguments in cases]
+    if _answers.recording_now():
+        raise NotJudgedHere(name)
+    from datarax.exercises._tables import TABLES
+
+    table = TABLES.get(name, {})
+    texts = [text for text, _ in cases]
+    if not public() or table.get("cases") != texts:
+        raise Unavailable(
+            f"the right answers to {name}'s cases are tabulated for the notebooks' 8 devices, "
+            f"and these cases differ (this runtime has {_device_count()} devices): run the "
+            "notebook's device set-up cell, setup_devices(8), first."
+        )
+    return list(table["expected"])
+
+
+def _device_count() -> int:
+    import jax
+
+    return len(jax.devices())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,19 +186,6 @@ class Ban:
     label: str
 
 
-_ANSWER_KEYS: list[Ban] = []  # the checkers' own answer functions, off limits in every call
-_ANSWER_CODES: dict[Any, str] = {}  # their code objects, which copies of them share
-
-
-def answer_key(function: _Function) -> _Function:
-    """Marks a checker's function that computes right answers: no reader's function may
-    call it or run its code (the checker's own answer would pass any exercise)."""
-    label = f"the checker's own {function.__name__}"
-    _ANSWER_KEYS.append(Ban(function, "__code__", label))
-    _ANSWER_CODES[function.__code__] = label
-    return function
-
-
 def _stand_in(*args: Any, **kwargs: Any) -> Any:  # replaces a banned function's code
     raise __import__("datarax.exercises._feedback", fromlist=["Forbidden"]).Forbidden("LABEL")
 
@@ -115,29 +195,6 @@ def _stand_in_code(label: str) -> Any:
     globals, so the stand-in reaches `Forbidden` through ``__import__``."""
     code = _stand_in.__code__
     return code.replace(co_consts=tuple(label if c == "LABEL" else c for c in code.co_consts))
-
-
-_WATCH_OFF = "sys.setprofile"
-
-
-@contextlib.contextmanager
-def _watching_for_answer_keys() -> Iterator[list[str]]:
-    """Yields the labels of the answer keys whose code runs inside the block, copies
-    included; a block that turns the watch off is reported as using them."""
-    used: list[str] = []
-
-    def watch(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in _ANSWER_CODES:
-            used.append(_ANSWER_CODES[frame.f_code])
-
-    saved = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        yield used
-    finally:
-        if sys.getprofile() is not watch:
-            used.append(_WATCH_OFF)
-        sys.setprofile(saved)
 
 
 @contextlib.contextmanager
@@ -192,7 +249,7 @@ def _run(answer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], bans: Seque
             )
         )
     try:
-        with _banned([*bans, *_ANSWER_KEYS]), _watching_for_answer_keys() as used:
+        with _banned(bans):
             result = answer(*args, **kwargs)
     except NotImplementedError:
         raise NotAnswered from None
@@ -203,11 +260,6 @@ def _run(answer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], bans: Seque
         ) from None
     except Exception as error:
         raise AnswerRaised(error) from error
-    if used:
-        did = f"ran {used[0]} (or a copy of it)"
-        if _WATCH_OFF in used:
-            did = "switched off the checker's watch on its own answers (sys.setprofile)"
-        raise Rejected(wrong(f"your function {did}: that answer is the checker's work, not yours."))
     if result is Ellipsis:
         raise NotAnswered
     if result is None:
@@ -232,7 +284,9 @@ def _judge(name: str, answer: Any, hint: int | None) -> Feedback:
         feedback = rejected.feedback
     except AnswerRaised as raised:
         feedback = wrong(f"your function raised {raised}.")
-    except Unreplayable:
+    except Unavailable as unavailable:
+        return Feedback(False, str(unavailable))
+    except (Unreplayable, NotJudgedHere):
         raise
     except Exception as error:  # not the reader's: the checker's own code failed
         return Feedback(
@@ -282,7 +336,7 @@ def check(name: str, answer: Any, *, quiet: bool = False, hint: int | None = Non
 @exercise("00.example", idea="a number and its double.", method="return n * 2.")
 def _example(answer: Any) -> Feedback:
     """The smallest checker: it shows the shape every checker takes."""
-    for n in (0, 3, -2):
+    for n in (0, 3, -2, int(draw("00.example").integers(-99, 100))):
         got = whole(call(answer, n), f"your function's result for n={n}")
         if got != 2 * n:
             return wrong(f"for n={n} your function returned {got}; expected {2 * n}.")
