@@ -10,7 +10,9 @@ of the student's, as the kernel process itself:
   signal, where no namespace keeps it from them (`datarax.exercises._seccomp`);
 - every cell's output to ``stdout`` and to ``stderr`` is capped (`CappedStream`): past
   `CELL_OUTPUT_LIMIT` characters a cell's output is dropped, after one line saying so,
-  so a cell that prints without end costs neither the kernel nor the grader memory.
+  and IPython may not keep a copy of every write in its history (from IPython 9 it
+  wraps the stream's ``write`` to do so, without a limit), so a cell that prints
+  without end costs neither the kernel nor the grader memory.
 
 It imports only the standard library and ipykernel before the kernel starts, so it
 runs by path.
@@ -35,6 +37,11 @@ class CappedStream(OutStream):
         super().__init__(*args, **kwargs)
         self._cell: Any = None
         self._written = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Keeps `write` this class's own: IPython's wrapper would keep every write."""
+        if name != "write":
+            super().__setattr__(name, value)
 
     def write(self, string: str) -> int | None:  # type: ignore[override]
         """Writes `string`, or what of it fits in the cell's allowance."""

@@ -37,7 +37,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 NOTEBOOK_OUTPUT_LIMIT = 64 << 20  # bytes of output for the whole notebook
 MESSAGE_LIMIT = 32 << 20  # bytes of one message from the kernel
-CELL_LIMIT_TEXT = "1 MiB"  # datarax.exercises._kernel_boot.CELL_OUTPUT_LIMIT, in words
+CELL_LIMIT_TEXT = "1,048,576 characters"  # datarax.exercises._kernel_boot.CELL_OUTPUT_LIMIT
 KERNEL_NAME = "datarax-grading"
 CUT_MARK = "[grading: this cell's output was cut here"  # datarax.exercises._kernel_boot.CUT
 

@@ -32,16 +32,12 @@ def _given() -> list[tuple[str, tuple[Any, Any, Any, Any]]]:
     """(text, (num_devices, FLOP/s, bytes/s sent, bytes per value)) as the reader's function
     gets them: the fixed cases and three drawn ones."""
     rng = draw("10.communication_bound_batch")
-    drawn = [
-        (
-            f"a drawn case {number}",
-            int(rng.integers(2, 513)),
-            float(rng.integers(1, 1000)) * 1e12,
-            float(rng.integers(1, 1000)) * 1e9,
-            int(rng.choice([1, 2, 4])),
-        )
-        for number in (1, 2, 3)
-    ]
+    drawn = []
+    for _ in range(3):
+        devices, width = int(rng.integers(2, 513)), int(rng.choice([1, 2, 4]))
+        flops, send = float(rng.integers(1, 1000)) * 1e12, float(rng.integers(1, 1000)) * 1e9
+        name = f"{devices} devices at {flops:.3g} FLOP/s sending {send:.3g} bytes/s"
+        drawn.append((name, devices, flops, send, width))
     return [(name, (n, f, w, b)) for name, n, f, w, b in [*_CASES, *drawn]]
 
 
