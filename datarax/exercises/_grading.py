@@ -1,7 +1,7 @@
 """The two halves of judging a submission: `harvest` in its kernel, `judged` in the grader.
 
 Both draw the checkers' cases from the same secret seed, which the grader picks and
-hands to the kernel only after the student's notebook has run (`_core.drawing`), so no
+hands to the kernel only after the student's notebook has run (`_cases.drawing`), so no
 cell of the notebook knew the cases. `harvest` runs, in the student's kernel, each
 exercise's checker on the student's function while `datarax.exercises._answers`
 records what the function returned, and writes the record as JSON; where the right
@@ -21,7 +21,7 @@ from typing import Any
 
 import jax
 
-from datarax.exercises import _core
+from datarax.exercises import _cases, _core
 from datarax.exercises._answers import Unreplayable, recording, replaying
 from datarax.exercises._feedback import Feedback
 
@@ -31,7 +31,7 @@ def harvest(functions: dict[str, str], namespace: dict[str, Any], seed: int, out
     on the cases drawn from `seed`; writes ``{"devices": count, "answers": {exercise:
     steps}}`` to `out`."""
     answers = {}
-    with _core.drawing(seed):
+    with _cases.drawing(seed):
         for exercise, name in functions.items():
             with recording() as steps, contextlib.suppress(Exception):
                 _core._CHECKERS[exercise].checker(namespace.get(name))
@@ -45,8 +45,8 @@ def judged(exercise: str, steps: Any, seed: int) -> Feedback | None:
     drawn from `seed`; None when the record does not answer the checker's cases.
 
     Example:
-        >>> with _core.drawing(7):
-        ...     n = int(_core.draw("00.example").integers(-99, 100))
+        >>> with _cases.drawing(7):
+        ...     n = int(_cases.draw("00.example").integers(-99, 100))
         >>> steps = [{"value": 2 * x} for x in (0, 3, -2, n)]
         >>> print(judged("00.example", steps, 7))
         Right: it doubles every number tried.
@@ -55,8 +55,8 @@ def judged(exercise: str, steps: Any, seed: int) -> Feedback | None:
     """
     if exercise not in _core._CHECKERS or not isinstance(steps, list):
         return None
-    with _core.drawing(seed), replaying(steps):
+    with _cases.drawing(seed), replaying(steps):
         try:
             return _core._judge(exercise, None, hint=1)
-        except (Unreplayable, _core.NotJudgedHere):
+        except (Unreplayable, _cases.NotJudgedHere):
             return None

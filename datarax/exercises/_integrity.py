@@ -7,17 +7,21 @@
   time. Where a kernel runs as the teacher without namespaces, the grader compares a
   snapshot taken before the first submission with one taken before each later one, so
   a submission that changed the environment spoils no other submission's run.
-- `digest`: the hash of a folder's files, for the copy of the library made for each
-  submission, checked right before the submission runs.
+- `Library`: the library a graded kernel imports, read once from the grader's install;
+  each submission gets a fresh read-only copy of it, whose hash (`digest`) is checked
+  right before the submission runs.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import os
+import shutil
 import sys
 import sysconfig
+import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -110,3 +114,39 @@ def digest(folder: Path) -> str:
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         total.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
     return total.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Library:
+    """The library a graded kernel imports: `files` (path under the library folder ->
+    content) and their `digest`, read once from the grader's own install."""
+
+    files: dict[str, bytes]
+    digest: str
+
+    @classmethod
+    def of(cls, package: Path, left_out: tuple[str, ...]) -> Library:
+        """`package`'s files (no caches), without those named in `left_out`."""
+        files = {
+            str(Path(package.name) / path.relative_to(package)): path.read_bytes()
+            for path in sorted(package.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts and path.name not in left_out
+        }
+        folder = Path(tempfile.mkdtemp(prefix="grade-library-"))
+        try:
+            for name, content in files.items():
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_bytes(content)
+            return cls(files, digest(folder))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def write(self, folder: Path) -> None:
+        """A fresh, read-only copy in `folder`, checked against the digest."""
+        for name, content in self.files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(content)
+        if digest(folder) != self.digest:
+            raise RuntimeError(f"the copy of the library in {folder} does not match the grader's")
+        for path in folder.rglob("*"):
+            path.chmod(0o555 if path.is_dir() else 0o444)

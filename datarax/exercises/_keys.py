@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
-from datarax.exercises import _core
+from datarax.exercises import _cases, _core
 from datarax.sharding._placement import device_spans
 
 BACKWARD_FLOPS_PER_PARAMETER_PER_ROW = 4  # of the 6 of a dense model's step (forward: 2)
@@ -109,7 +109,7 @@ def load() -> None:
     """Gives the checkers in this process the answer keys (the grader's process only)."""
     import datarax.exercises  # noqa: F401  (registers every checker)
 
-    _core._KEYS.update(KEYS)
+    _cases._KEYS.update(KEYS)
 
 
 def tables() -> dict[str, dict[str, list[Any]]]:
@@ -138,7 +138,7 @@ def tables_source(found: dict[str, dict[str, list[Any]]]) -> str:
     return (
         '"""The answer keys\' answers to the public cases of the notebooks\' exercises, on 8\n'
         "devices: written by ``python -m datarax.exercises._keys``, do not edit.\n\n"
-        "`datarax.exercises._core.reference` reads them where the keys are not loaded.\n"
+        "`datarax.exercises._cases.reference` reads them where the keys are not loaded.\n"
         '"""\n\n# ruff: noqa: E501  (a case is named on one line)\nimport json\n\n'
         'TABLES = json.loads(\n    """\n' + text + '\n"""\n)\n'
     )

@@ -1,9 +1,9 @@
 """Checkers for tutorial 01 (devices and meshes).
 
 Both build their cases from the devices at hand, on meshes in `jax.devices()` order and
-in other orders (one of them drawn, see `datarax.exercises._core.draw`). The explicit
+in other orders (one of them drawn, see `datarax.exercises._cases.draw`). The explicit
 product is judged by what JAX does with the reader's code; a host's fraction of an array
-comes from the answer key (`datarax.exercises._core.reference`).
+comes from the answer key (`datarax.exercises._cases.reference`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import call, draw, exercise, reference
+from datarax.exercises._cases import draw, reference
+from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
 from datarax.exercises._values import describe, number
 from datarax.sharding import pretend_hosts

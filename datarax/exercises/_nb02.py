@@ -2,9 +2,9 @@
 which devices hold a given element on a 2-D mesh.
 
 The cases use the devices at hand, on meshes in `jax.devices()` order and in other
-orders (one of them drawn, see `datarax.exercises._core.draw`). The memory's right
+orders (one of them drawn, see `datarax.exercises._cases.draw`). The memory's right
 answers come from JAX (``NamedSharding.shard_shape``); which devices hold an element
-comes from the answer key (`datarax.exercises._core.reference`).
+comes from the answer key (`datarax.exercises._cases.reference`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import Ban, call, draw, exercise, reference
+from datarax.exercises._cases import draw, reference
+from datarax.exercises._core import Ban, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
 from datarax.exercises._values import items, plain, reject, shown, whole

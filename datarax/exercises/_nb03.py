@@ -16,7 +16,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from datarax.exercises._answers import observed
-from datarax.exercises._core import call, draw, exercise
+from datarax.exercises._cases import draw
+from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
 from datarax.exercises._values import array, items, reject

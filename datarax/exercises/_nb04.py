@@ -24,7 +24,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import Ban, call, draw, exercise
+from datarax.exercises._cases import draw
+from datarax.exercises._core import Ban, call, exercise
 from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
 from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
 from datarax.exercises._values import items, plain, reject, shown, whole

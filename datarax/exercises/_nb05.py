@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
-from datarax.exercises._core import call, draw, exercise
+from datarax.exercises._cases import draw
+from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import array
 from datarax.pipeline import Pipeline

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from datarax.exercises._core import call, draw, exercise, reference
+from datarax.exercises._cases import draw, reference
+from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import items, number, whole
 

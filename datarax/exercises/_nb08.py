@@ -18,7 +18,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import Ban, call, draw, exercise
+from datarax.exercises._cases import draw
+from datarax.exercises._core import Ban, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
 from datarax.exercises._values import array, items, reject
@@ -45,7 +46,7 @@ def layouts() -> list[Layout]:
     Host h drives a group of consecutive devices (`pretend_hosts`). With 4 or more
     devices: data over every host, a model axis across hosts, an interleaved device
     order, a replicated batch, a mesh whose device order is shuffled, and one whose
-    order is drawn (`datarax.exercises._core.draw`).
+    order is drawn (`datarax.exercises._cases.draw`).
     """
     devices = paired_devices()
     if len(devices) < 4:

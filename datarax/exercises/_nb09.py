@@ -20,7 +20,8 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import call, draw, exercise, public
+from datarax.exercises._cases import draw, public
+from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import array, items, shown, whole
 from datarax.pipeline import Pipeline

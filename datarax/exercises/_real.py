@@ -28,7 +28,8 @@ import numpy as np
 from flax import nnx
 
 from datarax.exercises._answers import recording_now
-from datarax.exercises._core import Ban, NotJudgedHere, call, draw, exercise
+from datarax.exercises._cases import NotJudgedHere, draw
+from datarax.exercises._core import Ban, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import array, items, number, plain, reject
 from datarax.pipeline import Pipeline, prefetch_to_device

@@ -3,9 +3,9 @@
 `grade_submission` gives each submission a private folder of its own, deleted
 afterwards, holding:
 
-- ``lib/``: a fresh copy of the library the kernel imports (`Library`: the grader's
-  datarax without the answer keys), made read-only and checked against the grader's
-  hash right before the run;
+- ``lib/``: a fresh copy of the library the kernel imports
+  (`datarax.exercises._integrity.Library`: the grader's datarax without the answer
+  keys), made read-only and checked against the grader's hash right before the run;
 - ``scratch/``: the kernel's working and temporary folder (``TMPDIR``), where the
   harvest writes what the student's functions returned;
 - ``home/``: the kernel's ``HOME``, IPython and Jupyter folders, empty;
@@ -37,7 +37,7 @@ import nbformat
 from datarax.exercises import _sandbox
 from datarax.exercises._contained import run_contained
 from datarax.exercises._grading import judged
-from datarax.exercises._integrity import digest
+from datarax.exercises._integrity import Library
 from datarax.exercises._reading import answer_names, exercises_in, hints_shown, student_cells
 from datarax.exercises._students import is_solution
 
@@ -56,42 +56,6 @@ class Grade:
     feedback: str
     run: str
     hints: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Library:
-    """The library a graded kernel imports: `files` (path under the library folder ->
-    content) and their `digest`, read once from the grader's own install."""
-
-    files: dict[str, bytes]
-    digest: str
-
-    @classmethod
-    def of(cls, package: Path, left_out: tuple[str, ...]) -> Library:
-        """`package`'s files (no caches), without those named in `left_out`."""
-        files = {
-            str(Path(package.name) / path.relative_to(package)): path.read_bytes()
-            for path in sorted(package.rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts and path.name not in left_out
-        }
-        folder = Path(tempfile.mkdtemp(prefix="grade-library-"))
-        try:
-            for name, content in files.items():
-                (folder / name).parent.mkdir(parents=True, exist_ok=True)
-                (folder / name).write_bytes(content)
-            return cls(files, digest(folder))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    def write(self, folder: Path) -> None:
-        """A fresh, read-only copy in `folder`, checked against the digest."""
-        for name, content in self.files.items():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_bytes(content)
-        if digest(folder) != self.digest:
-            raise RuntimeError(f"the copy of the library in {folder} does not match the grader's")
-        for path in folder.rglob("*"):
-            path.chmod(0o555 if path.is_dir() else 0o444)
 
 
 @dataclasses.dataclass(frozen=True)

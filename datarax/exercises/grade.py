@@ -58,88 +58,18 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import datarax
 from datarax.distributed import setup_devices
 from datarax.distributed._descendants import become_subreaper
 from datarax.exercises import _keys, _sandbox
-from datarax.exercises._integrity import (
-    changed_since_install,
-    differences,
-    snapshot,
-)
-from datarax.exercises._submission import (
-    NAMESPACES,
-    SECCOMP,
-    Grade,
-    Library,
-    Settings,
-    grade_submission,
-)
+from datarax.exercises._integrity import Library, changed_since_install, differences, snapshot
+from datarax.exercises._reading import submissions
+from datarax.exercises._submission import NAMESPACES, SECCOMP, Grade, Settings, grade_submission
 
 FIELDS = ("student", "notebook", "exercise", "result", "feedback", "run", "hints")
 DEFAULT_MEMORY_GIB = 6.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Found:
-    """A student's submission: a notebook's `name` and `content`, or, with `content`
-    None, a `note` saying what the student's folder held instead."""
-
-    student: str
-    name: str
-    content: bytes | None
-    note: str = ""
-
-
-def _is_notebook(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() == ".ipynb"
-
-
-def _what_is_there(folder: Path) -> str:
-    names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    if not names:
-        return "no notebook: the folder is empty"
-    listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return f"no notebook (.ipynb) found; the folder holds {listed}"
-
-
-def submissions(folder: Path) -> list[Found]:
-    """Every student's submissions under `folder`, sorted; a student without a notebook
-    gets one entry saying what was found. Hidden files and folders are left out.
-
-    Example:
-        >>> import tempfile
-        >>> root = Path(tempfile.mkdtemp())
-        >>> for name in ("alice/03_uneven_batches.IPYNB", "bob.ipynb", "carl/notes.py"):
-        ...     (root / name).parent.mkdir(exist_ok=True)
-        ...     _ = (root / name).write_text("{}")
-        >>> (root / "dana").mkdir()
-        >>> [(found.student, found.name, found.note) for found in submissions(root)]
-        [('alice', '03_uneven_batches.IPYNB', ''), ('bob', 'bob.ipynb', ''),
-         ('carl', '', 'no notebook (.ipynb) found; the folder holds notes.py'),
-         ('dana', '', 'no notebook: the folder is empty')]
-    """
-    found = []
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith("."):  # .ipynb_checkpoints and the like
-            continue
-        if entry.is_dir():
-            notebooks = [
-                path
-                for path in sorted(entry.rglob("*"))
-                if _is_notebook(path)
-                and not any(p.startswith(".") for p in path.relative_to(entry).parts)
-            ]
-            found += [Found(entry.name, path.name, path.read_bytes()) for path in notebooks]
-            if not notebooks:
-                found.append(Found(entry.name, "", None, _what_is_there(entry)))
-        elif _is_notebook(entry):
-            found.append(Found(entry.stem, entry.name, entry.read_bytes()))
-        elif entry.is_file():
-            note = f"no notebook (.ipynb) found: {entry.name} is not graded; submit the notebook"
-            found.append(Found(entry.stem, entry.name, None, note))
-    return found
 
 
 def _as_text(value: str) -> str:
@@ -185,30 +115,22 @@ def _out_problem(out: Path, folder: Path) -> str | None:
     return None
 
 
-def _seconds(text: str) -> float:
-    """The value of ``--timeout``: a finite number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"--timeout must be a finite number of seconds above 0, such as 120; got {text!r}"
-        )
-    return value
+def _above_zero(option: str, unit: str, example: str) -> Any:
+    """The type of an option whose value is a finite number of `unit` above 0."""
 
+    def read(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(
+                f"{option} must be a finite number of {unit} above 0, such as {example}; "
+                f"got {text!r}"
+            )
+        return value
 
-def _gibibytes(text: str) -> float:
-    """The value of ``--memory``: a finite number of GiB above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"--memory must be a finite number of GiB above 0, such as 6; got {text!r}"
-        )
-    return value
+    return read
 
 
 def _isolation(asked: str) -> tuple[str, str]:
@@ -259,11 +181,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("submissions", type=Path, help="folder of submitted notebooks")
     parser.add_argument("--out", type=Path, default=Path("grades.csv"), help="CSV to write")
     parser.add_argument(
-        "--timeout", type=_seconds, default=120, help="seconds a notebook may run (default 120)"
+        "--timeout",
+        type=_above_zero("--timeout", "seconds", "120"),
+        default=120,
+        help="seconds a notebook may run (default 120)",
     )
     parser.add_argument(
         "--memory",
-        type=_gibibytes,
+        type=_above_zero("--memory", "GiB", "6"),
         default=DEFAULT_MEMORY_GIB,
         help=f"GiB a submission's processes may hold together (default {DEFAULT_MEMORY_GIB:g})",
     )

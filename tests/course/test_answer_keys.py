@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import datarax
-from datarax.exercises import _answers, _core, _keys, check
-from datarax.exercises._submission import Library
+from datarax.exercises import _answers, _cases, _core, _keys, check
+from datarax.exercises._integrity import Library
 from datarax.exercises._tables import TABLES
 
 KEY_NAMES = sorted(key.__name__ for key in _keys.KEYS.values())
@@ -55,13 +55,13 @@ def test_a_notebook_checks_with_the_table_and_the_grader_with_the_keys(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert check("07.epoch_ms", epoch_ms, quiet=True)  # the table, no keys loaded
-    monkeypatch.setattr(_core, "_KEYS", dict(_keys.KEYS))
-    with _core.drawing(12345):
+    monkeypatch.setattr(_cases, "_KEYS", dict(_keys.KEYS))
+    with _cases.drawing(12345):
         assert check("07.epoch_ms", epoch_ms, quiet=True)  # the keys, secret cases
 
 
 def test_without_keys_secret_cases_are_not_judged_from_the_table() -> None:
-    with _core.drawing(12345):
+    with _cases.drawing(12345):
         feedback = check("07.epoch_ms", epoch_ms, quiet=True)
     assert not feedback and "tabulated" in feedback.message, feedback
 
@@ -70,14 +70,14 @@ def test_a_kernel_being_graded_never_computes_a_right_answer() -> None:
     """Recording (the kernel's side), the checker calls the reader's function on every
     case, then stops where the right answers would be needed."""
     with (
-        _core.drawing(12345),
+        _cases.drawing(12345),
         _answers.recording() as steps,
-        pytest.raises(_core.NotJudgedHere),
+        pytest.raises(_cases.NotJudgedHere),
     ):
         _core._CHECKERS["07.epoch_ms"].checker(epoch_ms)
     cases = _core._CHECKERS["07.epoch_ms"].cases
     assert cases is not None
-    with _core.drawing(12345):
+    with _cases.drawing(12345):
         assert len(steps) == len(cases())
 
 
@@ -86,7 +86,7 @@ def test_the_secret_cases_are_not_the_public_ones(name: str) -> None:
     cases = _core._CHECKERS[name].cases
     assert cases is not None
     public = [text for text, _ in cases()]
-    with _core.drawing(2024):
+    with _cases.drawing(2024):
         secret = [text for text, _ in cases()]
     assert public == TABLES[name]["cases"] and secret != public
 
@@ -96,7 +96,7 @@ def test_answers_replayed_from_the_table_fail_on_secret_cases(
 ) -> None:
     """What a kernel that forges its record from the table would get."""
     forged = [{"value": value} for value in TABLES["07.epoch_ms"]["expected"]]
-    monkeypatch.setattr(_core, "_KEYS", dict(_keys.KEYS))
-    with _core.drawing(2024), _answers.replaying(forged):
+    monkeypatch.setattr(_cases, "_KEYS", dict(_keys.KEYS))
+    with _cases.drawing(2024), _answers.replaying(forged):
         feedback = _core._judge("07.epoch_ms", None, hint=1)
     assert not feedback and not feedback.checker_bug, feedback

@@ -16,7 +16,8 @@ import pytest
 
 import datarax
 from datarax.exercises import _sandbox, _seccomp
-from datarax.exercises._submission import Library, kernel_environment
+from datarax.exercises._integrity import Library
+from datarax.exercises._submission import kernel_environment
 
 SCRIPT = Path(_sandbox.__file__)
 LOOK_AROUND = """\
