@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "guarantees.md"
-NAMED = re.compile(r"`(test_\w+\.py)::(\w+)(?:\[[^\]]*\])?`")
+NAMED = re.compile(r"`((?:\w+/)?test_\w+\.py)::(\w+)(?:\[[^\]]*\])?`")  # under tests/
 
 
 def _sections() -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The kernel of a graded notebook: set up, then an ordinary IPython kernel.
 
-``python -I _kernel_boot.py LIBRARY PROTECTED -f CONNECTION_FILE`` runs before any cell
-of the student's, as the kernel process itself:
+``python -I -B _kernel_boot.py LIBRARY PROTECTED -f CONNECTION_FILE`` runs before any
+cell of the student's, as the kernel process itself (``-B``: it writes no compiled
+file into the Python installation, which the grader may compare between submissions):
 
 - ``sys.path`` starts with `LIBRARY`, the submission's own copy of datarax (without the
   answer keys); ``-I`` has left out the environment's ``PYTHON*`` variables, the user's

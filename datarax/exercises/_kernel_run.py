@@ -1,6 +1,6 @@
 """Runs one prepared submission in its kernel: the grader's runner, a child of the grader.
 
-``python -I _kernel_run.py`` reads its plan as JSON on stdin (`Plan`): the prepared
+``python -I -B _kernel_run.py`` reads its plan as JSON on stdin (`Plan`): the prepared
 notebook (the grader's device set-up, then the student's cells without solutions), the
 kernel's command and environment, the time limit, and the code of the grader's last
 cell, the harvest, which holds the seed of the secret cases. That cell is never written

@@ -100,7 +100,16 @@ def plan_for(
 
 def command(python: str, script: Path, plan_file: Path) -> list[str]:
     """The command that runs the kernel of `plan_file` in namespaces of its own."""
-    return ["unshare", *NAMESPACES, python, "-I", str(script), str(plan_file), "{connection_file}"]
+    return [
+        "unshare",
+        *NAMESPACES,
+        python,
+        "-I",
+        "-B",
+        str(script),
+        str(plan_file),
+        "{connection_file}",
+    ]
 
 
 def probe(python: str, script: Path, folder: Path) -> str | None:

@@ -107,6 +107,7 @@ def kernel_environment(folder: Path) -> dict[str, str]:
         "USER": "student",
         "LOGNAME": "student",
         "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",  # no compiled file in the Python installation
         "JAX_PLATFORMS": "cpu",
         "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
@@ -135,7 +136,7 @@ def _kernel_argv(folder: Path, settings: Settings) -> list[str]:
     exercises = lib / "datarax" / "exercises"
     guarded = ",".join(str(pid) for pid in settings.guarded)
     protected = "-" if settings.isolation == NAMESPACES else f"{guarded},{{runner_pid}}"
-    boot = [sys.executable, "-I", str(exercises / "_kernel_boot.py"), str(lib), protected]
+    boot = [sys.executable, "-I", "-B", str(exercises / "_kernel_boot.py"), str(lib), protected]
     boot += ["-f", "{connection_file}"]
     if settings.isolation != NAMESPACES:
         return boot
@@ -234,6 +235,7 @@ def _run(
     runner = [
         sys.executable,
         "-I",
+        "-B",
         str(folder / "lib" / "datarax" / "exercises" / "_kernel_run.py"),
     ]
     limit = 2 * settings.timeout + 60  # the cells, the checks, a kernel starting and stopping

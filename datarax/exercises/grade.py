@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             f"the installed datarax differs from what pip installed ({', '.join(changed[:3])}); "
             "reinstall it (pip install --force-reinstall datarax-sharding) before grading"
         )
+    sys.dont_write_bytecode = True  # so that only a submission could change the installation
     out = args.out.resolve()
     write_csv([], out)
     found = submissions(args.submissions)
