@@ -17,11 +17,12 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from datarax.exercises import _answers
 
-PUBLIC_SEED = 0  # the notebooks' cases; the grader draws its own seed for each run
+PUBLIC_SEED = 0  # the notebooks' cases; the grader draws a seed for each submission
 
 
 class _Draw:
@@ -87,13 +88,7 @@ def reference(name: str, cases: Sequence[tuple[str, tuple[Any, ...]]]) -> list[A
     if not public() or table.get("cases") != texts:
         raise Unavailable(
             f"the right answers to {name}'s cases are tabulated for the notebooks' 8 devices, "
-            f"and these cases differ (this runtime has {_device_count()} devices): run the "
+            f"and these cases differ (this runtime has {len(jax.devices())} devices): run the "
             "notebook's device set-up cell, setup_devices(8), first."
         )
     return list(table["expected"])
-
-
-def _device_count() -> int:
-    import jax
-
-    return len(jax.devices())

@@ -48,6 +48,7 @@ _SYSCALLS = {  # (pivot_root, mount_setattr) by machine
 }
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 _DEVICES = ("null", "zero", "full", "random", "urandom")
+_PACKAGE_FOLDERS = ("site-packages", "dist-packages")
 NAMESPACES = ["--user", "--map-root-user", "--mount", "--pid", "--net", "--fork", "--kill-child"]
 
 
@@ -74,10 +75,11 @@ def plan_for(
     skip: list[Path],
 ) -> Plan:
     """The plan for a kernel running this Python: the system folders, this Python's
-    installation, the folders on its `sys.path` and `read_only`, except the folders in
-    `skip` (a checkout holding the grader's library, say)."""
+    installation (its prefixes and the package folders on its `sys.path`, the user's
+    site-packages included; not the working folder or other entries) and `read_only`,
+    except the folders in `skip` (a checkout holding the grader's library, say)."""
     places = [*_SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *map(str, read_only)]
-    places += [entry for entry in sys.path if entry]
+    places += [entry for entry in sys.path if Path(entry).name in _PACKAGE_FOLDERS]
     skipped = {Path(p).resolve() for p in skip}
     found: set[str] = set()
     for place in places:

@@ -16,11 +16,12 @@ The runner (`datarax.exercises._kernel_run`, from the copy) starts the kernel: i
 namespaces of its own (`datarax.exercises._sandbox`) where the machine allows, else as
 the teacher behind a seccomp filter (`datarax.exercises._seccomp`). Its environment is
 built from nothing (`kernel_environment`), so no variable of the teacher's leads
-anywhere. The rows come from `_rows`, by the rule in `datarax.exercises.grade`.
+anywhere. Each row comes from `_row`, by the rule in `datarax.exercises.grade`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -196,9 +197,10 @@ def grade_submission(student: str, name: str, content: bytes, settings: Settings
     try:
         run, record, seed = _run(notebook, names, folder, settings)
     finally:
-        for path in folder.rglob("*"):  # the library copy is read-only
-            if path.is_dir() and not path.is_symlink():
-                path.chmod(0o755)
+        with contextlib.suppress(OSError):  # the library copy is read-only, and so may
+            for path in folder.rglob("*"):  # be what a notebook made in its folders
+                if path.is_dir() and not path.is_symlink():
+                    path.chmod(0o755)
         shutil.rmtree(folder, ignore_errors=True)
     return [
         _row(student, name, exercise, record, names, run, notebook, seed) for exercise in exercises

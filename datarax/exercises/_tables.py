@@ -1,7 +1,7 @@
 """The answer keys' answers to the public cases of the notebooks' exercises, on 8
 devices: written by ``python -m datarax.exercises._keys``, do not edit.
 
-`datarax.exercises._core.reference` reads them where the keys are not loaded.
+`datarax.exercises._cases.reference` reads them where the keys are not loaded.
 """
 
 # ruff: noqa: E501  (a case is named on one line)
