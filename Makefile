@@ -149,12 +149,17 @@ student-notebooks: $(STUDENT_STAMP)
 	$(STUDENT_PY) datarax/exercises/_students.py "$(STUDENT_NOTEBOOKS)" tutorials/[0-9][0-9]_*.ipynb
 
 ## make grade SUBMISSIONS=folder: runs every submitted notebook (solutions dropped) in its own
-## kernel with a time limit, and writes one row per student and exercise to $(GRADES).
+## kernel, isolated (namespaces where Linux allows them, else a seccomp filter: GRADE_ISOLATION),
+## with a time limit and a memory limit in GiB, and writes one row per student and exercise to
+## $(GRADES). docs/teaching.md says what each isolation protects.
 SUBMISSIONS ?= submissions
 GRADES ?= grades.csv
 GRADE_TIMEOUT ?= 120
+GRADE_MEMORY ?= 6
+GRADE_ISOLATION ?= auto
 grade: $(STAMP)
-	$(PY) -m datarax.exercises.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(GRADE_TIMEOUT)
+	$(PY) -m datarax.exercises.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(GRADE_TIMEOUT) \
+		--memory $(GRADE_MEMORY) --isolation $(GRADE_ISOLATION)
 
 ## make docs: the site in docs/_build/html; every tutorial executed (cached), warnings are errors.
 docs: $(STAMP)

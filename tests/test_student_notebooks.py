@@ -159,6 +159,28 @@ def test_student_copy_has_no_solutions_and_runs_on_permuted_meshes(
         printed = "".join(o.get("text", "") for o in cell.outputs)
         assert "Not yet: not answered yet" in printed, (notebook.name, cell.source, printed)
 
+    for cell in _after_quizzes(copy, original):  # nothing of a quiz's answer before the reader's
+        shown = "".join(o.get("text", "") for o in cell.outputs)
+        shown += "".join(str(o.get("data", "")) for o in cell.outputs)
+        assert not shown or shown.startswith("Answer the quiz first"), (notebook.name, shown)
+
+
+def _after_quizzes(
+    notebook: nbformat.NotebookNode, original: nbformat.NotebookNode
+) -> list[nbformat.NotebookNode]:
+    """The code cells of `notebook` between each quiz of `original` and the next heading."""
+    quizzes = {c.id for c in original.cells if "<summary>Answer</summary>" in c.source}
+    found = []
+    for number, cell in enumerate(notebook.cells):
+        if cell.get("id") not in quizzes:
+            continue
+        for after in notebook.cells[number + 1 :]:
+            if after.cell_type == "markdown" and after.source.lstrip().startswith("#"):
+                break
+            if _code(after):
+                found.append(after)
+    return found
+
 
 # Until the notebooks bind each solution to its own name (issue 20), their solution
 # cells redefine the reader's function, so Run All prints "Right" under the reader's

@@ -6,6 +6,8 @@ method); it never stops the notebook. The checkers compute the right answer from
 itself on the devices at hand, so they hold on 8 simulated CPU devices and on real chips
 alike, and compare answers as plain values, never with the answer's own ``==``.
 
+A quiz's answer is printed by `reveal` only once the reader has written theirs.
+
 For a class: ``make student-notebooks`` writes copies without solutions or quiz
 answers (``datarax/exercises/_students.py``), and ``python -m datarax.exercises.grade
 SUBMISSIONS --out grades.csv`` grades the submitted notebooks (`datarax.exercises.grade`).
@@ -21,7 +23,9 @@ from datarax.exercises import _nb07 as _nb07
 from datarax.exercises import _nb08 as _nb08
 from datarax.exercises import _nb09 as _nb09
 from datarax.exercises import _nb10 as _nb10
+from datarax.exercises import _real as _real
 from datarax.exercises._core import Feedback as Feedback
 from datarax.exercises._core import check as check
+from datarax.exercises._quiz import reveal as reveal
 
-__all__ = ["Feedback", "check"]
+__all__ = ["Feedback", "check", "reveal"]

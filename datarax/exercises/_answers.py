@@ -53,6 +53,11 @@ def recording() -> Iterator[list[Any]]:
         _State.recording = saved
 
 
+def recording_now() -> bool:
+    """Whether the reader's results are being recorded (in a kernel being graded)."""
+    return _State.recording is not None
+
+
 @contextlib.contextmanager
 def replaying(steps: list[Any]) -> Iterator[None]:
     """Answers every outcome from `steps`, in order (the grader's side)."""

@@ -1,8 +1,9 @@
 """Running one submission's processes so that nothing of theirs outlives it.
 
 `run_contained` starts a command in a session (and process group) of its own and, when
-it ends, is stopped or runs out of time, kills its group and every process descended
-from it. On Linux the grader first makes itself a child subreaper
+it ends, is stopped, runs out of time or its processes together hold more memory than
+allowed, kills its group and every process descended from it. On Linux the grader
+first makes itself a child subreaper
 (`datarax.distributed._descendants.become_subreaper`, as a cluster's workers do): a
 process that detaches itself (``setsid``, a double fork) is then adopted by the grader
 instead of by init, so it is still found among the grader's descendants and killed with
@@ -53,6 +54,23 @@ def _stopped(pid: int) -> bool:
     return _parents().get(pid, (0, ""))[1] in ("T", "t")
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes(pids: set[int]) -> int:
+    """The memory the processes `pids` hold in RAM together (0 where /proc is missing).
+
+    Example:
+        >>> resident_bytes({os.getpid()}) > 0
+        True
+    """
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
+    return total
+
+
 def _kill_all(process: subprocess.Popen[bytes], children_before: set[int]) -> None:
     """Kills `process`'s group, its descendants and any process the grader adopted
     during the run, until none is left (a few rounds: some may fork meanwhile)."""
@@ -75,14 +93,29 @@ def _kill_all(process: subprocess.Popen[bytes], children_before: set[int]) -> No
 
 
 def run_contained(
-    command: Sequence[str], cwd: Path, env: dict[str, str], limit: float, log: Path
+    command: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    limit: float,
+    log: Path,
+    given: bytes = b"",
+    memory: int = 0,
 ) -> str:
     """Runs `command` in its own session; kills it and all it started when it ends.
 
+    Args:
+        command: the program and its arguments.
+        cwd: its working folder.
+        env: its whole environment.
+        limit: seconds it may run.
+        log: where its output goes.
+        given: what it reads on stdin.
+        memory: bytes its processes may hold in RAM together (0: no limit).
+
     Returns:
         How it ended: ``"exited"`` (with any status), ``"killed by signal 9"``,
-        ``"stopped"`` (stopped, by SIGSTOP say, for over a second) or ``"time"``
-        (still running after `limit` seconds). Its output goes to `log`.
+        ``"stopped"`` (stopped, by SIGSTOP say, for over a second), ``"time"`` (still
+        running after `limit` seconds) or ``"memory"`` (over `memory` bytes).
 
     Example:
         >>> import tempfile
@@ -97,11 +130,15 @@ def run_contained(
             list(command),
             cwd=cwd,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    with contextlib.suppress(OSError):  # a command that does not read its input
+        assert process.stdin is not None
+        process.stdin.write(given)
+        process.stdin.close()
     stopped_since = None
     how = "time"
     try:
@@ -109,6 +146,9 @@ def run_contained(
             code = process.poll()
             if code is not None:
                 how = "exited" if code >= 0 else f"killed by signal {-code}"
+                break
+            if memory and resident_bytes(descendants({process.pid})) > memory:
+                how = "memory"
                 break
             if _stopped(process.pid):
                 stopped_since = stopped_since or time.monotonic()

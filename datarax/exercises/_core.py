@@ -21,9 +21,8 @@ Hints come in two steps: the first time an answer is not yet right, the feedback
 with the idea; from the second such answer to the same exercise on (or with
 ``hint=2``), it adds the method.
 
-A reader's function that runs the code of a checker's own answer function (marked with
-`answer_key`), directly or through a copy such as ``types.FunctionType(key.__code__,
-...)``, is turned down: that answer is the checker's work, not the reader's.
+A checker draws its cases, and finds right answers that are not the library's, through
+`datarax.exercises._cases`.
 
 Every call of the reader's function goes through `datarax.exercises._answers.outcome`,
 which lets ``python -m datarax.exercises.grade`` record what the function returned in a
@@ -34,12 +33,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from datarax._validate import check_bool, check_int, check_str
 from datarax.exercises._answers import Unreplayable, outcome
+from datarax.exercises._cases import NotJudgedHere, Unavailable, draw
 from datarax.exercises._feedback import (
     AnswerRaised,
     Feedback,
@@ -53,27 +52,34 @@ from datarax.exercises._feedback import (
 from datarax.exercises._values import whole
 
 Checker = Callable[[Any], Feedback]
-_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+Cases = Callable[[], Sequence[tuple[str, tuple[Any, ...]]]]
 
 
 @dataclasses.dataclass(frozen=True)
 class Exercise:
-    """A registered checker and its hint in two steps."""
+    """A registered checker, its hint in two steps, and, for an exercise whose right
+    answers come from `reference`, its cases as (text, answer key's arguments)."""
 
     checker: Checker
     idea: str
     method: str
+    cases: Cases | None = None
 
 
 _CHECKERS: dict[str, Exercise] = {}
 _MISSES: dict[str, int] = {}  # exercise -> answers not yet right, for the hint's step
 
 
-def exercise(name: str, *, idea: str, method: str) -> Callable[[Checker], Checker]:
-    """Registers a checker under `name`, with its hint: the `idea`, then the `method`."""
+def exercise(
+    name: str, *, idea: str, method: str, cases: Cases | None = None
+) -> Callable[[Checker], Checker]:
+    """Registers a checker under `name`, with its hint: the `idea`, then the `method`;
+    `cases` for a checker whose right answers come from `reference`."""
 
     def register(checker: Checker) -> Checker:
-        _CHECKERS[name] = Exercise(checker, idea, method)
+        _CHECKERS[name] = Exercise(checker, idea, method, cases)
         return checker
 
     return register
@@ -93,19 +99,6 @@ class Ban:
     label: str
 
 
-_ANSWER_KEYS: list[Ban] = []  # the checkers' own answer functions, off limits in every call
-_ANSWER_CODES: dict[Any, str] = {}  # their code objects, which copies of them share
-
-
-def answer_key(function: _Function) -> _Function:
-    """Marks a checker's function that computes right answers: no reader's function may
-    call it or run its code (the checker's own answer would pass any exercise)."""
-    label = f"the checker's own {function.__name__}"
-    _ANSWER_KEYS.append(Ban(function, "__code__", label))
-    _ANSWER_CODES[function.__code__] = label
-    return function
-
-
 def _stand_in(*args: Any, **kwargs: Any) -> Any:  # replaces a banned function's code
     raise __import__("datarax.exercises._feedback", fromlist=["Forbidden"]).Forbidden("LABEL")
 
@@ -115,29 +108,6 @@ def _stand_in_code(label: str) -> Any:
     globals, so the stand-in reaches `Forbidden` through ``__import__``."""
     code = _stand_in.__code__
     return code.replace(co_consts=tuple(label if c == "LABEL" else c for c in code.co_consts))
-
-
-_WATCH_OFF = "sys.setprofile"
-
-
-@contextlib.contextmanager
-def _watching_for_answer_keys() -> Iterator[list[str]]:
-    """Yields the labels of the answer keys whose code runs inside the block, copies
-    included; a block that turns the watch off is reported as using them."""
-    used: list[str] = []
-
-    def watch(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in _ANSWER_CODES:
-            used.append(_ANSWER_CODES[frame.f_code])
-
-    saved = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        yield used
-    finally:
-        if sys.getprofile() is not watch:
-            used.append(_WATCH_OFF)
-        sys.setprofile(saved)
 
 
 @contextlib.contextmanager
@@ -192,7 +162,7 @@ def _run(answer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], bans: Seque
             )
         )
     try:
-        with _banned([*bans, *_ANSWER_KEYS]), _watching_for_answer_keys() as used:
+        with _banned(bans):
             result = answer(*args, **kwargs)
     except NotImplementedError:
         raise NotAnswered from None
@@ -203,11 +173,6 @@ def _run(answer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], bans: Seque
         ) from None
     except Exception as error:
         raise AnswerRaised(error) from error
-    if used:
-        did = f"ran {used[0]} (or a copy of it)"
-        if _WATCH_OFF in used:
-            did = "switched off the checker's watch on its own answers (sys.setprofile)"
-        raise Rejected(wrong(f"your function {did}: that answer is the checker's work, not yours."))
     if result is Ellipsis:
         raise NotAnswered
     if result is None:
@@ -232,7 +197,9 @@ def _judge(name: str, answer: Any, hint: int | None) -> Feedback:
         feedback = rejected.feedback
     except AnswerRaised as raised:
         feedback = wrong(f"your function raised {raised}.")
-    except Unreplayable:
+    except Unavailable as unavailable:
+        return Feedback(False, str(unavailable))
+    except (Unreplayable, NotJudgedHere):
         raise
     except Exception as error:  # not the reader's: the checker's own code failed
         return Feedback(
@@ -282,7 +249,7 @@ def check(name: str, answer: Any, *, quiet: bool = False, hint: int | None = Non
 @exercise("00.example", idea="a number and its double.", method="return n * 2.")
 def _example(answer: Any) -> Feedback:
     """The smallest checker: it shows the shape every checker takes."""
-    for n in (0, 3, -2):
+    for n in (0, 3, -2, int(draw("00.example").integers(-99, 100))):
         got = whole(call(answer, n), f"your function's result for n={n}")
         if got != 2 * n:
             return wrong(f"for n={n} your function returned {got}; expected {2 * n}.")

@@ -1,24 +1,24 @@
 """Checkers for tutorial 01 (devices and meshes).
 
-Both build their cases from the devices at hand, on meshes from `jax.make_mesh` and on
-meshes whose devices are deliberately not in `jax.devices()` order, and compute the
-right answer from JAX's own placement (``Sharding.devices_indices_map``).
+Both build their cases from the devices at hand, on meshes in `jax.devices()` order and
+in other orders (one of them drawn, see `datarax.exercises._cases.draw`). The explicit
+product is judged by what JAX does with the reader's code; a host's fraction of an array
+comes from the answer key (`datarax.exercises._cases.reference`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import answer_key, call, exercise
+from datarax.exercises._cases import draw, reference
+from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
 from datarax.exercises._values import describe, number
-from datarax.sharding._ledger import pretend_hosts
-from datarax.sharding._placement import device_spans
+from datarax.sharding import pretend_hosts
 
 
 def spec_text(spec: PartitionSpec) -> str:
@@ -34,39 +34,40 @@ def mesh_2d(devices: list[Any], explicit: bool = False) -> Mesh:
     return Mesh(grid, ("data", "model"), axis_types=(kind, kind))
 
 
-def _cases() -> Iterator[tuple[str, Any, dict[int, int]]]:
-    """(description, sharded array, host_of) for the host_fraction exercise."""
+_FRACTION_SPECS = (("data", "model"), ("data",), ("model",), (None, "model"))
+
+
+def _fraction_cases() -> list[tuple[str, tuple[Any, dict[int, int], int]]]:
+    """(text, (sharded array, host_of, host)) for the host_fraction exercise: fixed
+    layouts, then one drawn (a mesh of the devices in a drawn order, a drawn spec)."""
     devices = jax.devices()
     count = len(devices)
     table = np.arange(2 * count * 4, dtype=np.float32).reshape(2 * count, 4)
-    flat = jax.make_mesh((count,), ("data",))
-    grid = mesh_2d(list(flat.devices.ravel()))
+    flat = Mesh(np.array(devices), ("data",))
+    grid = mesh_2d(devices)
     backwards = mesh_2d(devices[::-1])
     split, copied = PartitionSpec("data"), PartitionSpec()
     layouts = [(flat, "", split), (flat, "", copied)]
-    for spec in (("data", "model"), ("data",), ("model",), (None, "model")):
-        layouts.append((grid, "", PartitionSpec(*spec)))
+    layouts += [(grid, "", PartitionSpec(*spec)) for spec in _FRACTION_SPECS]
     layouts.append((backwards, " listing the devices backwards", PartitionSpec("data", "model")))
     if count % 2 == 0 and count >= 4:  # "model" spans 2 hosts
         across = Mesh(np.array(devices).reshape(2, -1).T, ("data", "model"))
         for spec in (split, PartitionSpec("model")):
             layouts.append((across, " whose 'model' axis spans 2 hosts", spec))
+    rng = draw("01.host_fraction")
+    order = [int(i) for i in rng.permutation(count)]
+    spec = PartitionSpec(*_FRACTION_SPECS[int(rng.integers(len(_FRACTION_SPECS)))])
+    layouts.append((mesh_2d([devices[i] for i in order]), f" of devices {order}", spec))
     host_counts = [n for n in (2, 4) if count % n == 0 and n < count] or [1]
+    cases = []
     for mesh, how, spec in layouts:
         array = jax.device_put(table, NamedSharding(mesh, spec))
         where = f"{spec_text(spec)} on a {mesh.devices.shape} mesh{how}"
         for hosts in host_counts:
-            yield f"{where}, {hosts} hosts", array, pretend_hosts(hosts)
-
-
-@answer_key
-def held_fraction(array: Any, host_of: dict[int, int], host: int) -> float:
-    """The fraction of `array`'s elements that the devices of `host` hold, each counted once."""
-    held = np.zeros(array.shape, dtype=bool)
-    for device, block in device_spans(array.sharding, array.shape).items():
-        if host_of[device.id] == host:
-            held[tuple(slice(start, stop) for start, stop in block)] = True
-    return float(held.mean())
+            host_of = pretend_hosts(hosts)
+            for host in sorted(set(host_of.values())):
+                cases.append((f"{where}, {hosts} hosts, host {host}", (array, host_of, host)))
+    return cases
 
 
 @exercise(
@@ -76,26 +77,30 @@ def held_fraction(array: Any, host_of: dict[int, int], host: int) -> float:
     method="every shard knows its device (shard.device) and which part of the array it holds "
     "(shard.index, a tuple of slices that indexes a numpy array): mark the elements of "
     "the host's shards in a boolean array of the array's shape, then take its mean.",
+    cases=_fraction_cases,
 )
 def _host_fraction(answer: Any) -> Feedback:
-    tried = 0
-    for description, array, host_of in _cases():
-        for host in sorted(set(host_of.values())):
-            expected = held_fraction(array, host_of, host)
-            got = call(answer, array, dict(host_of), host)
-            found = number(got, "host_fraction's result")
-            if not np.isclose(found, expected):
-                shards = sum(host_of[d.id] == host for d in array.sharding.device_set)
-                return wrong(
-                    f"for {description}, host {host} holds {expected:g} of the array, but your "
-                    f"function returned {found:g}. Its {shards} devices hold blocks that may "
-                    "repeat (copies) or cover everything (replication): count elements, not "
-                    "shards, and each element once."
-                )
-            tried += 1
+    cases = _fraction_cases()
+    found = [
+        number(call(answer, array, dict(host_of), host), "host_fraction's result")
+        for _, (array, host_of, host) in cases
+    ]
+    expected = reference("01.host_fraction", cases)
+    for (text, (array, host_of, host)), got, right_value in zip(
+        cases, found, expected, strict=True
+    ):
+        if not np.isclose(got, right_value):
+            where = text.rsplit(", host ", 1)[0]
+            shards = sum(host_of[d.id] == host for d in array.sharding.device_set)
+            return wrong(
+                f"for {where}, host {host} holds {right_value:g} of the array, but your "
+                f"function returned {got:g}. Its {shards} devices hold blocks that may "
+                "repeat (copies) or cover everything (replication): count elements, not "
+                "shards, and each element once."
+            )
     return right(
-        f"all {tried} host-and-sharding cases agree with JAX, copies, replication and meshes "
-        "in any device order included."
+        f"all {len(cases)} host-and-sharding cases agree with JAX, copies, replication and "
+        "meshes in any device order included."
     )
 
 
@@ -110,7 +115,13 @@ def _explicit_matmul(answer: Any) -> Feedback:
     rows, inner = 4 * len(devices), 6
     x_host = np.arange(rows * inner, dtype=np.float32).reshape(rows, inner) / 10
     w_host = np.linspace(-1, 1, inner * 3, dtype=np.float32).reshape(inner, 3)
-    for order, listed in (("jax.devices() order", devices), ("reversed order", devices[::-1])):
+    drawn = [devices[int(i)] for i in draw("01.explicit_matmul").permutation(len(devices))]
+    orders = (
+        ("jax.devices() order", devices),
+        ("reversed order", devices[::-1]),
+        (f"the order {[d.id for d in drawn]}", drawn),
+    )
+    for order, listed in orders:
         mesh = mesh_2d(list(listed), explicit=True)
         x = jax.device_put(x_host, NamedSharding(mesh, PartitionSpec("data", "model")))
         w = jax.device_put(w_host, NamedSharding(mesh, PartitionSpec("model", None)))
@@ -138,5 +149,5 @@ def _explicit_matmul(answer: Any) -> Feedback:
             )
     return right(
         "x @ w runs on the Explicit mesh, with its rows split over 'data', on meshes in "
-        "two device orders."
+        "three device orders."
     )

@@ -1,9 +1,10 @@
 """Checkers for tutorial 02 (sharding a batch): bytes and copies of a placement, and
 which devices hold a given element on a 2-D mesh.
 
-The cases use the devices at hand, on meshes from `jax.make_mesh` and on meshes whose
-devices are not in `jax.devices()` order; the right answers come from
-``NamedSharding.shard_shape`` and ``devices_indices_map``.
+The cases use the devices at hand, on meshes in `jax.devices()` order and in other
+orders (one of them drawn, see `datarax.exercises._cases.draw`). The memory's right
+answers come from JAX (``NamedSharding.shard_shape``); which devices hold an element
+comes from the answer key (`datarax.exercises._cases.reference`).
 """
 
 from __future__ import annotations
@@ -16,24 +17,25 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from datarax.exercises._core import Ban, answer_key, call, exercise
+from datarax.exercises._cases import draw, reference
+from datarax.exercises._core import Ban, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
 from datarax.exercises._values import items, plain, reject, shown, whole
-from datarax.sharding._placement import device_spans
 
 
-def _meshes() -> Iterator[tuple[str, Mesh]]:
-    """1-D and 2-D ("data", "model") meshes of the devices at hand, in several orders."""
+def _meshes(name: str) -> Iterator[tuple[str, Mesh]]:
+    """1-D and 2-D ("data", "model") meshes of the devices at hand, in several orders, the
+    last one in an order drawn for exercise `name`."""
     devices = jax.devices()
     count = len(devices)
-    yield f"a ({count},) mesh", jax.make_mesh((count,), ("data",))
-    made = jax.make_mesh((count // 2, 2), ("data", "model")) if count % 2 == 0 else None
-    if made is not None:
-        yield f"a {made.devices.shape} mesh", made
-        wide = Mesh(np.asarray(made.devices).reshape(2, -1), ("data", "model"))
+    yield f"a ({count},) mesh", Mesh(np.array(devices), ("data",))
+    if count % 2 == 0:
+        tall = mesh_2d(devices)
+        yield f"a {tall.devices.shape} mesh", tall
+        wide = Mesh(np.array(devices).reshape(2, -1), ("data", "model"))
         yield f"a {wide.devices.shape} mesh", wide
-    shuffled = [devices[i] for i in np.random.default_rng(count).permutation(count)]
+    shuffled = [devices[int(i)] for i in draw(name).permutation(count)]
     mixed = mesh_2d(shuffled)
     order = ", ".join(str(d.id) for d in shuffled)
     yield f"a {mixed.devices.shape} mesh of devices {order}", mixed
@@ -56,10 +58,13 @@ def _specs(mesh: Mesh) -> list[PartitionSpec]:
 
 def _memory_cases() -> Iterator[tuple[str, tuple[int, ...], Any, Mesh, PartitionSpec]]:
     count = len(jax.devices())
+    rng = draw("02.memory")
+    rows, columns = (int(n) * count for n in rng.integers(1, 9, size=2))
+    kind = str(rng.choice(["float16", "int32", "float64"]))
     shapes = [((8 * count, 6 * count), np.float32), ((4 * count, 2 * count, 3), np.uint8)]
-    for where, mesh in _meshes():
+    for where, mesh in _meshes("02.memory"):
         for spec in _specs(mesh):
-            for shape, dtype in shapes:
+            for shape, dtype in [*shapes, ((rows, columns), kind)]:
                 yield where, shape, np.dtype(dtype), mesh, spec
 
 
@@ -105,15 +110,22 @@ def _memory(answer: Any) -> Feedback:
     return right(f"bytes, copies and totals match JAX's shard shapes in all {tried} cases.")
 
 
-def _holder_cases() -> Iterator[tuple[str, Mesh, PartitionSpec, tuple[int, int], tuple[int, int]]]:
+def _holder_cases() -> list[tuple[str, tuple[Mesh, PartitionSpec, tuple[int, int], Any]]]:
+    """(text, (mesh, spec, shape, index)) for devices_holding: four fixed elements and a
+    drawn one, for every spec on every 2-D mesh."""
     count = len(jax.devices())
     shape = (2 * count, 2 * count)
     spots = [(0, 0), (2 * count - 1, 1), (count + 1, count - 1), (3, 2 * count - 2)]
-    for where, mesh in _meshes():
+    drawn = draw("02.devices_holding")
+    cases = []
+    for where, mesh in _meshes("02.devices_holding"):
         if len(mesh.axis_names) == 2:
             for spec in _specs(mesh):
-                for index in spots:
-                    yield where, mesh, spec, shape, index
+                extra = tuple(int(n) for n in drawn.integers(0, 2 * count, size=2))
+                for index in [*spots, extra]:
+                    text = f"element {index} of a {shape} array with {spec_text(spec)} on {where}"
+                    cases.append((text, (mesh, spec, shape, index)))
+    return cases
 
 
 _NO_INDICES_MAP = (Ban(NamedSharding, "devices_indices_map", "devices_indices_map"),)
@@ -134,17 +146,6 @@ def _ids(value: Any) -> set[int]:
     return {whole(each, "each device id") for each in ids}
 
 
-@answer_key
-def holders(mesh: Mesh, spec: PartitionSpec, shape: tuple[int, ...], index: Any) -> set[int]:
-    """The ids of the devices that hold element `index` of an array of `shape`."""
-    blocks = device_spans(NamedSharding(mesh, spec), shape)
-    return {
-        device.id
-        for device, block in blocks.items()
-        if all(start <= pos < stop for pos, (start, stop) in zip(index, block, strict=True))
-    }
-
-
 @exercise(
     "02.devices_holding",
     idea="find which block of each dimension the element falls in, then which mesh "
@@ -153,21 +154,19 @@ def holders(mesh: Mesh, spec: PartitionSpec, shape: tuple[int, ...], index: Any)
     "sits at that block's coordinate (the last axis of a tuple varies fastest), an axis it "
     "leaves out at every coordinate. Index mesh.devices with those coordinates and read "
     "the ids.",
+    cases=_holder_cases,
 )
 def _devices_holding(answer: Any) -> Feedback:
-    tried = 0
-    for where, mesh, spec, shape, index in _holder_cases():
-        expected = holders(mesh, spec, shape, index)
-        got = call(answer, mesh, spec, shape, index, bans=_NO_INDICES_MAP)
-        found = _ids(got)
-        if found != expected:
+    cases = _holder_cases()
+    found = [_ids(call(answer, *arguments, bans=_NO_INDICES_MAP)) for _, arguments in cases]
+    expected = reference("02.devices_holding", cases)
+    for (text, (mesh, *_)), got, right_ids in zip(cases, found, expected, strict=True):
+        if got != set(right_ids):
             layout = np.vectorize(lambda d: d.id)(mesh.devices).tolist()
             return wrong(
-                f"element {index} of a {shape} array with {spec_text(spec)} on {where} "
-                f"(mesh.devices ids, by row: {layout}) is held by devices {sorted(expected)}, "
-                f"but your function returned {sorted(found)}."
+                f"{text} (mesh.devices ids, by row: {layout}) is held by devices "
+                f"{sorted(right_ids)}, but your function returned {sorted(got)}."
             )
-        tried += 1
     return right(
-        f"all {tried} elements are found on the right devices, on meshes in any device order."
+        f"all {len(cases)} elements are found on the right devices, on meshes in any device order."
     )

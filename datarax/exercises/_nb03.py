@@ -16,6 +16,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from datarax.exercises._answers import observed
+from datarax.exercises._cases import draw
 from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._nb01 import mesh_2d, spec_text
@@ -41,9 +42,21 @@ def _rows() -> NamedSharding:
 )
 def _mean_log(answer: Any) -> Feedback:
     count = len(jax.devices())
-    real_rows = 3 * count + 1  # not a multiple of the device count: padding rows
-    values = np.linspace(0.5, 4.0, real_rows, dtype=np.float32)
-    padded, mask = pad_to_multiple(values, count)
+    rng = draw("03.mean_log")
+    drawn_rows = int(rng.integers(1, 5)) * count + int(rng.integers(1, count))
+    low = float(rng.integers(1, 10)) / 10
+    cases = ((3 * count + 1, 0.5, 4.0), (drawn_rows, low, low + float(rng.integers(1, 8))))
+    for real_rows, low, high in cases:  # never a multiple of the device count: padding rows
+        feedback = _mean_log_case(answer, np.linspace(low, high, real_rows, dtype=np.float32))
+        if feedback is not None:
+            return feedback
+    return right("the mean over real rows is exact and its gradient finite, 0 at padding rows.")
+
+
+def _mean_log_case(answer: Any, values: np.ndarray) -> Feedback | None:
+    """What is wrong with the answer's mean log of `values`, padded; None when right."""
+    real_rows = len(values)
+    padded, mask = pad_to_multiple(values, len(jax.devices()))
     padded = jax.device_put(padded, _rows())
     mask = jax.device_put(mask, _rows())
     expected = float(np.mean(np.log(values)))
@@ -84,7 +97,7 @@ def _mean_log(answer: Any) -> Feedback:
             "the value is right, but its gradient is not that of the mean over the real "
             "rows: padding rows must get gradient 0, real row i 1 / (n * values[i])."
         )
-    return right("the mean over real rows is exact and its gradient finite, 0 at padding rows.")
+    return None
 
 
 def _pad_cases() -> list[tuple[str, Mesh, PartitionSpec]]:
@@ -111,8 +124,17 @@ def _pad_cases() -> list[tuple[str, Mesh, PartitionSpec]]:
 )
 def _pad_for(answer: Any) -> Feedback:
     count = len(jax.devices())
-    rows = 3 * count + 1
-    width = 2 * count  # every leaf splits along any mesh axis in dimension 1 too
+    rng = draw("03.pad_for")
+    for rows in (3 * count + 1, int(rng.integers(1, 5)) * count + int(rng.integers(1, count))):
+        feedback = _pad_for_rows(answer, rows)
+        if feedback is not None:
+            return feedback
+    return right("every batch places with the least padding, on 1D and 2D meshes.")
+
+
+def _pad_for_rows(answer: Any, rows: int) -> Feedback | None:
+    """What is wrong with padding a batch of `rows` rows on every case; None when right."""
+    width = 2 * len(jax.devices())  # every leaf splits along any mesh axis in dimension 1 too
     features = np.arange(rows * width, dtype=np.float32).reshape(rows, width)
     batch = {"x": features, "y": np.arange(rows * width).reshape(rows, width) % 7}
     for where, mesh, spec in _pad_cases():
@@ -133,7 +155,7 @@ def _pad_for(answer: Any) -> Feedback:
         if not np.array_equal(padded["x"][:rows], batch["x"]):
             return wrong(f"for {case}, the real rows must come first, unchanged.")
         jax.device_put(padded, sharding)  # places, or the checker itself is wrong
-    return right("every batch places with the least padding, on 1D and 2D meshes.")
+    return None
 
 
 def _padded(got: Any, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Any]:

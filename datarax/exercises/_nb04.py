@@ -24,6 +24,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax.exercises._cases import draw
 from datarax.exercises._core import Ban, call, exercise
 from datarax.exercises._feedback import AnswerRaised, Feedback, right, wrong
 from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
@@ -84,8 +85,11 @@ def _describe(name: str, sharding: NamedSharding) -> str:
 )
 def _batch_sizes(answer: Any) -> Feedback:
     cases = layouts()
-    for name, sharding, host_of in cases:
-        global_batch = 4 * len(sharding.device_set)
+    rng = draw("04.batch_sizes")
+    batches = [(layout, 4) for layout in cases]
+    batches += [(layout, int(rng.integers(1, 33))) for layout in cases]
+    for (name, sharding, host_of), per_device_count in batches:
+        global_batch = per_device_count * len(sharding.device_set)
         ledger = RowLedger(sharding, global_batch, host_of=host_of)
         got = call(answer, sharding, global_batch, dict(host_of))
         pair = "a pair (per_host, per_device): a dict {host: rows} and a whole number"
@@ -125,23 +129,29 @@ def _batch_sizes(answer: Any) -> Feedback:
     "min(i + 1, remainder).",
 )
 def _host_bounds(answer: Any) -> Feedback:
+    rng = draw("04.host_bounds")
+    small = [(rows, count) for rows in range(41) for count in range(1, 6)]
+    large = [(int(rng.integers(41, 10**7)), int(rng.integers(2, 257))) for _ in range(4)]
     checked = 0
-    for num_rows in range(41):
-        for count in range(1, 6):
-            for drop in (True, False):
-                for index in range(count):
-                    expected = shard_bounds(num_rows, index, count, drop_remainder=drop)
-                    got = call(answer, num_rows, index, count, drop, bans=_NO_SHARD_BOUNDS)
-                    bounds = items(got, "host_bounds's result", "a pair (start, stop)", 2)
-                    found = tuple(whole(bound, "start and stop") for bound in bounds)
-                    if found != expected:
-                        return wrong(
-                            f"for {num_rows} rows on {count} hosts with drop_remainder={drop}, "
-                            f"host {index} reads rows [{expected[0]}, {expected[1]}); your "
-                            f"function says {shown(found)}."
-                        )
-                    checked += 1
-    return right(f"all {checked} cases (0-40 rows, 1-5 hosts, both drop_remainder) agree.")
+    for num_rows, count in [*small, *large]:
+        hosts = range(count) if count <= 5 else sorted({0, 1, count // 2, count - 1})
+        for drop in (True, False):
+            for index in hosts:
+                expected = shard_bounds(num_rows, index, count, drop_remainder=drop)
+                got = call(answer, num_rows, index, count, drop, bans=_NO_SHARD_BOUNDS)
+                bounds = items(got, "host_bounds's result", "a pair (start, stop)", 2)
+                found = tuple(whole(bound, "start and stop") for bound in bounds)
+                if found != expected:
+                    return wrong(
+                        f"for {num_rows} rows on {count} hosts with drop_remainder={drop}, "
+                        f"host {index} reads rows [{expected[0]}, {expected[1]}); your "
+                        f"function says {shown(found)}."
+                    )
+                checked += 1
+    return right(
+        f"all {checked} cases (0-40 rows on 1-5 hosts, and millions of rows on up to 256 "
+        "hosts, both drop_remainder) agree."
+    )
 
 
 _NO_SHARD_BOUNDS = (Ban(shard_bounds, "__code__", "shard_bounds"),)
@@ -165,10 +175,11 @@ def _blocks(sharding: NamedSharding, host_of: dict[int, int], host: int) -> tupl
 )
 def _global_rows(answer: Any) -> Feedback:
     cases = layouts()
+    multiple = int(draw("04.global_rows").integers(2, 50))
     for name, sharding, host_of in cases:
         for host in sorted(set(host_of.values())):
             total, held = _blocks(sharding, host_of, host)
-            for local_rows in (held, 3 * held, 4 * held + 1, 7):
+            for local_rows in (held, 3 * held, 4 * held + 1, 7, multiple * held):
                 expected = "ValueError" if local_rows % held else local_rows // held * total
                 try:
                     got: Any = whole(
@@ -264,23 +275,24 @@ def _verdict(value: Any) -> bool:
     "the processes' rows together, sorted, are range(num_rows).",
 )
 def _cluster_ok(answer: Any) -> Feedback:
-    for count in (2, 4):
+    drawn_rows = 8 * int(draw("04.cluster_ok").integers(1, 9))
+    settings = [(2, False, 16), (2, True, 16), (4, False, 16), (4, True, 16), (4, True, drawn_rows)]
+    for count, permuted, num_rows in settings:
         if len(jax.devices()) < count:
             continue
-        for permuted in (False, True):
-            good = _cluster(16, count, permuted)
-            verdict = _verdict(call(answer, copy.deepcopy(good), 16))
-            if verdict is not True:
-                order = "a mesh out of device order" if permuted else "a data mesh"
+        good = _cluster(num_rows, count, permuted)
+        verdict = _verdict(call(answer, copy.deepcopy(good), num_rows))
+        if verdict is not True:
+            order = "a mesh out of device order" if permuted else "a data mesh"
+            return wrong(
+                f"the results of a healthy {count}-process cluster ({order}, {num_rows} rows) "
+                f"were judged {verdict!r}; they should give True."
+            )
+        for problem, results in _broken(good):
+            verdict = _verdict(call(answer, copy.deepcopy(results), num_rows))
+            if verdict is not False:
                 return wrong(
-                    f"the results of a healthy {count}-process cluster ({order}, 16 rows) "
-                    f"were judged {verdict!r}; they should give True."
+                    f"{problem}, but your function returned {verdict!r} for a "
+                    f"{count}-process cluster; it should return False."
                 )
-            for problem, results in _broken(good):
-                verdict = _verdict(call(answer, copy.deepcopy(results), 16))
-                if verdict is not False:
-                    return wrong(
-                        f"{problem}, but your function returned {verdict!r} for a "
-                        f"{count}-process cluster; it should return False."
-                    )
     return right("healthy clusters pass, and each of 6 kinds of broken result is caught.")

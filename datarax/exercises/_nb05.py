@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
+from datarax.exercises._cases import draw
 from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import array
@@ -49,7 +50,10 @@ def _read_by_host(num_rows: int, batch_size: int, hosts: int, host: int, seed: i
     "keeps positions shard_bounds(B, host, num_hosts) of every global batch.",
 )
 def _rows_of_host(answer: Any) -> Feedback:
-    for num_rows, batch_size, hosts, seed in _CASES:
+    rng = draw("05.rows_of_host")
+    batch, hosts = 4 * int(rng.integers(1, 9)), int(rng.choice([2, 4]))
+    drawn = (batch * int(rng.integers(2, 7)) + int(rng.integers(0, batch)), batch, hosts)
+    for num_rows, batch_size, hosts, seed in [*_CASES, (*drawn, int(rng.integers(100)))]:
         for host in range(hosts):
             expected = _read_by_host(num_rows, batch_size, hosts, host, seed)
             for epoch in range(_EPOCHS):
@@ -82,6 +86,6 @@ def _rows_of_host(answer: Any) -> Feedback:
                     f"starting with {got[:5].tolist()}."
                 )
     return right(
-        "every host's rows match what its own pipeline reads, in 3 epochs of 3 settings "
-        "(a dropped remainder and 4 hosts included)."
+        f"every host's rows match what its own pipeline reads, in {_EPOCHS} epochs of "
+        f"{len(_CASES) + 1} settings (a dropped remainder and 4 hosts included)."
     )

@@ -16,16 +16,17 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, Sharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises._core import answer_key, call, exercise
+from datarax.exercises._cases import draw, reference
+from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import number
 
 
-def _params() -> dict[str, Any]:
-    """A small model's parameters: float32 kernels and a bfloat16 bias."""
+def _params(width: int = 64, bias: Any = jnp.bfloat16) -> dict[str, Any]:
+    """A small model's parameters: float32 kernels and a bias of dtype `bias`."""
     return {
-        "hidden": {"kernel": jnp.zeros((2, 64)), "bias": jnp.zeros(64, jnp.bfloat16)},
-        "output": {"kernel": jnp.zeros((64, 3)), "bias": jnp.zeros(3)},
+        "hidden": {"kernel": jnp.zeros((2, width)), "bias": jnp.zeros(width, bias)},
+        "output": {"kernel": jnp.zeros((width, 3)), "bias": jnp.zeros(3)},
     }
 
 
@@ -46,13 +47,20 @@ def _shardings() -> list[tuple[str, Sharding]]:
     return cases
 
 
-@answer_key
-def expected_bytes(params: Any, batch_sharding: Sharding) -> float:
-    """What a ring all-reduce of the gradients sends per device: 2 (N - 1) / N x payload."""
-    payload = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(params))
-    probe = len(batch_sharding.device_set)
-    group = probe // batch_sharding.shard_shape((probe,))[0]
-    return 2 * (group - 1) / group * payload
+def _cases() -> list[tuple[str, tuple[Any, Sharding]]]:
+    """(text, (params, batch sharding)): the notebook's model on every sharding, then a
+    model of a drawn width and bias dtype on every sharding."""
+    rng = draw("06.allreduce_bytes")
+    width = int(rng.integers(3, 200))
+    bias = str(rng.choice(["float32", "bfloat16", "float16"]))
+    cases = []
+    for model, params in (
+        ("the model", _params()),
+        (f"a model {width} wide", _params(width, bias)),
+    ):
+        for name, sharding in _shardings():
+            cases.append((f"{model}, {name}", (params, sharding)))
+    return cases
 
 
 @exercise(
@@ -63,15 +71,18 @@ def expected_bytes(params: Any, batch_sharding: Sharding) -> float:
     "jax.tree.leaves(params)); N = B / (rows per device), e.g. with "
     "batch_sharding.shard_shape on a probe batch of len(device_set) rows; a ring "
     "all-reduce sends 2 (N - 1) / N x payload per device.",
+    cases=_cases,
 )
 def _allreduce_bytes(answer: Any) -> Feedback:
-    params = _params()
-    payload = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(params))
-    cases = _shardings()
-    for name, sharding in cases:
-        expected = expected_bytes(params, sharding)
-        got = number(call(answer, params, sharding), "allreduce_bytes's result")
-        if not np.isclose(got, expected):
+    cases = _cases()
+    found = [
+        number(call(answer, params, sharding), "allreduce_bytes's result")
+        for _, (params, sharding) in cases
+    ]
+    expected = reference("06.allreduce_bytes", cases)
+    for (text, (params, sharding)), got, right_value in zip(cases, found, expected, strict=True):
+        if not np.isclose(got, right_value):
+            payload = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(params))
             probe = len(sharding.device_set)
             group = probe // sharding.shard_shape((probe,))[0]
             who = (
@@ -80,11 +91,11 @@ def _allreduce_bytes(answer: Any) -> Feedback:
                 else f"{group} devices hold different rows and average their gradients"
             )
             return wrong(
-                f"with {name} ({len(sharding.device_set)} device(s)), {who}; the payload is "
-                f"{payload} bytes, so each device sends {expected:.1f} bytes per step. Your "
-                f"function returned {got:g}."
+                f"with {text} ({probe} device(s)), {who}; the payload is {payload} bytes, so "
+                f"each device sends {right_value:.1f} bytes per step. Your function returned "
+                f"{got:g}."
             )
     return right(
-        f"the bytes per device match a ring all-reduce on {len(cases)} shardings (one "
-        "device, replicas and a bfloat16 leaf included)."
+        f"the bytes per device match a ring all-reduce in {len(cases)} cases (one device, "
+        "replicas and bfloat16 leaves included)."
     )

@@ -18,6 +18,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax.exercises._cases import draw
 from datarax.exercises._core import Ban, call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._hosts import Layout, one_host_layouts, paired_devices
@@ -44,7 +45,8 @@ def layouts() -> list[Layout]:
 
     Host h drives a group of consecutive devices (`pretend_hosts`). With 4 or more
     devices: data over every host, a model axis across hosts, an interleaved device
-    order, a replicated batch, and a mesh whose device order is shuffled.
+    order, a replicated batch, a mesh whose device order is shuffled, and one whose
+    order is drawn (`datarax.exercises._cases.draw`).
     """
     devices = paired_devices()
     if len(devices) < 4:
@@ -53,6 +55,7 @@ def layouts() -> list[Layout]:
     host_of = pretend_hosts(2, devices)
     by_host = np.array(devices).reshape(2, count // 2)  # by_host[h]: host h's devices
     shuffled = np.random.default_rng(0).permutation(count)
+    drawn = draw("08.layouts").permutation(count)
     return [
         (
             "data over every host",
@@ -74,6 +77,11 @@ def layouts() -> list[Layout]:
             "shuffled device order, 4 hosts",
             NamedSharding(Mesh(np.array(devices)[shuffled], ("data",)), P("data")),
             pretend_hosts(4, devices) if count % 4 == 0 else host_of,
+        ),
+        (
+            f"devices in the order {drawn.tolist()}, 2 hosts",
+            NamedSharding(Mesh(np.array(devices)[drawn], ("data",)), P("data")),
+            host_of,
         ),
     ]
 

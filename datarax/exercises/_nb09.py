@@ -20,6 +20,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax.exercises._cases import draw, public
 from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import array, items, shown, whole
@@ -56,8 +57,9 @@ def _ledgers() -> list[tuple[str, RowLedger]]:
 def _pipeline() -> Pipeline:
     sharding = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("data",)), P("data"))
     source = {"id": np.arange(SOURCE_ROWS, dtype=np.int32)}
+    seed = 3 if public() else int(draw("09.rows_to_read").integers(1000))
     return Pipeline(
-        source=source, batch_size=BATCH, shuffle=True, rngs=nnx.Rngs(3), sharding=sharding
+        source=source, batch_size=BATCH, shuffle=True, rngs=nnx.Rngs(seed), sharding=sharding
     )
 
 
@@ -117,7 +119,9 @@ PER_HOST_BATCH = 8
     "smallest of those counts, and leaves rows - batches * per_host_batch rows unread.",
 )
 def _epoch_plan(answer: Any) -> Feedback:
-    for rows_per_host in CASES:
+    rng = draw("09.epoch_plan")
+    drawn = [int(n) for n in rng.integers(0, 200, size=int(rng.integers(2, 7)))]
+    for rows_per_host in [*CASES, drawn]:
         counts = [
             len(Pipeline(source={"x": np.zeros(rows)}, batch_size=PER_HOST_BATCH))
             for rows in rows_per_host
@@ -142,5 +146,6 @@ def _epoch_plan(answer: Any) -> Feedback:
                 f"{shown(got_unread)}."
             )
     return right(
-        f"the batch counts and unread rows match the pipelines' own for {len(CASES)} sets of hosts."
+        f"the batch counts and unread rows match the pipelines' own for {len(CASES) + 1} sets "
+        "of hosts."
     )

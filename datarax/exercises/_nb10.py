@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from datarax.exercises._core import answer_key, call, exercise
+from datarax.exercises._cases import draw, reference
+from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
 from datarax.exercises._values import number
-
-BACKWARD_FLOPS_PER_PARAMETER_PER_ROW = 4  # of the 6 of a dense model's step (forward: 2)
 
 # (what the case is, num_devices, FLOP/s, bytes/s sent, bytes per gradient value)
 _CASES: list[tuple[str, Any, Any, Any, Any]] = [
@@ -30,17 +29,22 @@ _CASES: list[tuple[str, Any, Any, Any, Any]] = [
 ]
 
 
-@answer_key
-def expected_batch(
-    num_devices: int, flops_per_second: float, send_bytes_per_second: float, bytes_per_value: int
-) -> float:
-    """Rows per device where 4 n b / F == 2 (N - 1) / N x bytes x n / W."""
-    sent_per_value = 2 * (num_devices - 1) / num_devices * bytes_per_value
-    return (
-        sent_per_value
-        * flops_per_second
-        / (BACKWARD_FLOPS_PER_PARAMETER_PER_ROW * send_bytes_per_second)
-    )
+def _given() -> list[tuple[str, tuple[Any, Any, Any, Any]]]:
+    """(text, (num_devices, FLOP/s, bytes/s sent, bytes per value)) as the reader's function
+    gets them: the fixed cases and three drawn ones."""
+    rng = draw("10.communication_bound_batch")
+    drawn = []
+    for _ in range(3):
+        devices, width = int(rng.integers(2, 513)), int(rng.choice([1, 2, 4]))
+        flops, send = float(rng.integers(1, 1000)) * 1e12, float(rng.integers(1, 1000)) * 1e9
+        name = f"{devices} devices at {flops:.3g} FLOP/s sending {send:.3g} bytes/s"
+        drawn.append((name, devices, flops, send, width))
+    return [(name, (n, f, w, b)) for name, n, f, w, b in [*_CASES, *drawn]]
+
+
+def _cases() -> list[tuple[str, tuple[int, float, float, int]]]:
+    """The cases of `_given` as the answer key takes them: plain Python numbers."""
+    return [(name, (int(n), float(f), float(w), int(b))) for name, (n, f, w, b) in _given()]
 
 
 @exercise(
@@ -53,22 +57,26 @@ def expected_batch(
     "sends 2 (N - 1) / N x bytes_per_value bytes per parameter, taking "
     "2 (N - 1) / N x bytes_per_value x n / W seconds. Set them equal; the number of "
     "parameters n cancels.",
+    cases=_cases,
 )
 def _communication_bound_batch(answer: Any) -> Feedback:
-    for name, devices, flops, send, width in _CASES:
-        expected = expected_batch(int(devices), float(flops), float(send), int(width))
-        got = number(call(answer, devices, flops, send, width), "your function's result")
-        if not np.isclose(got, expected, rtol=1e-6, atol=1e-9):
+    given = _given()
+    found = [number(call(answer, *arguments), "your function's result") for _, arguments in given]
+    expected = reference("10.communication_bound_batch", _cases())
+    for (name, (devices, flops, send, width)), got, rows in zip(
+        given, found, expected, strict=True
+    ):
+        if not np.isclose(got, rows, rtol=1e-6, atol=1e-9):
             sent = 2 * (int(devices) - 1) / int(devices) * int(width)
             return wrong(
                 f"for {name} (N = {devices}, F = {float(flops):.3g} FLOP/s, W = "
                 f"{float(send):.3g} bytes/s, {width} bytes per value), each device sends "
                 f"{sent:.4g} bytes per parameter, so the backward pass and the all-reduce "
-                f"take equally long at {expected:.4g} rows per device. Your function "
+                f"take equally long at {rows:.4g} rows per device. Your function "
                 f"returned {got:.4g}."
             )
     return right(
-        f"the communication-bound batch matches on {len(_CASES)} cases (a TPU v5e-8 at both "
-        "ends of its link bandwidth, an H100, float32 gradients, numpy inputs and a single "
-        "device)."
+        f"the communication-bound batch matches in {len(given)} cases (a TPU v5e-8 at both "
+        "ends of its link bandwidth, an H100, float32 gradients, numpy inputs, a single "
+        "device and drawn ones)."
     )
