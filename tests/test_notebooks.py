@@ -31,7 +31,10 @@ import jax
 
 from datarax.distributed import setup_devices
 
-print(setup_devices(8).message)"""
+print(setup_devices(8{keep}).message)"""
+# The lessons that time work on a real chip keep it beside the simulated devices; the
+# others leave it unstarted (starting a TPU costs seconds).
+KEEP_THE_CHIP = {"06_data_parallel_training", "07_performance"}
 REPOSITORY_FILES = "https://raw.githubusercontent.com/datarax-sharding/datarax-sharding/main/"
 CURRICULUM = [
     "01_devices_and_meshes",
@@ -192,7 +195,13 @@ def test_opens_with_badge_goals_install_and_devices(notebook: Path) -> None:
     count = len(re.findall(r"^\s{0,3}(?:[-*]|\d+\.)\s", goals, flags=re.MULTILINE))
     assert 3 <= count <= 5, f"{notebook.name} lists {count} goals; list 3 to 5"
     assert cells[code[0]][1] == INSTALL_CELL, f"{notebook.name}: first code cell is not the install"
-    assert cells[code[1]][1] == DEVICE_CELL, f"{notebook.name}: second code cell is not the setup"
+    keeps = notebook.stem in KEEP_THE_CHIP
+    setup = DEVICE_CELL.format(keep=", keep_accelerator=True" if keeps else "")
+    assert cells[code[1]][1] == setup, f"{notebook.name}: second code cell is not the setup"
+    uses_the_chip = any(
+        "accelerator_devices()" in source for kind, source in cells if kind == "code"
+    )
+    assert uses_the_chip == keeps, f"{notebook.name}: keeps the chip without using it, or not"
     between = " ".join(source for _, source in cells[code[0] + 1 : code[1]])
     assert "simulated" in between, f"{notebook.name}: explain the simulated devices above setup"
 

@@ -299,3 +299,15 @@ def test_the_time_report_says_where_the_time_went(workers: int) -> None:
     assert report.ms["stages"] >= 55 and report.ms["step"] >= 18, report.ms
     assert ("stages" in report.in_workers) == bool(workers)
     assert "host stages" in report.table()
+
+
+def test_a_new_epoch_begun_while_workers_make_the_last_ones_batches_is_exact() -> None:
+    """An iterator left after one batch, its batches still in the workers' hands, then a
+    new epoch: the workers finish what they hold, which nobody takes, and make the new."""
+    pipeline, reference = _pipeline(2, [slow]), _pipeline(0, [slow])
+    first = next(iter(pipeline))
+    _assert_same([first], [next(iter(reference))])
+    _assert_same(list(pipeline), list(reference))  # epoch 1, all of it
+    pipeline.set_state({**pipeline.get_state(), "epoch": 5, "batch_index": 3})
+    reference.set_state(pipeline.get_state())
+    _assert_same(list(pipeline), list(reference))

@@ -121,6 +121,9 @@ class HostWorkers:
         if starting:
             self._start()
         self._send(wanted, rows_of)
+        while (epoch, index) not in self._pending:  # every worker busy with older tasks
+            self._receive(min(self._processes, key=lambda process: process.sent[0]))
+            self._send(wanted, rows_of)
         task = self._pending.pop((epoch, index))
         waiting = time.perf_counter()
         try:
@@ -185,17 +188,20 @@ class HostWorkers:
     def _answer(self, task: _Task) -> tuple[bool, Any]:
         """The answer to `task`, reading those sent before it to its worker first."""
         while task.number not in self._answers:
-            worker = task.worker
-            try:
-                number, succeeded, answer = worker.receive()
-            except (EOFError, OSError) as error:
-                raise self._died(error) from error
-            assert worker.sent.popleft() == number, "a worker answered out of order"
-            if number in self._abandoned:
-                self._discard((succeeded, answer), self._abandoned.pop(number))
-            else:
-                self._answers[number] = succeeded, answer
+            self._receive(task.worker)
         return self._answers.pop(task.number)
+
+    def _receive(self, worker: _Process) -> None:
+        """Reads `worker`'s next answer: kept for its task, or discarded if abandoned."""
+        try:
+            number, succeeded, answer = worker.receive()
+        except (EOFError, OSError) as error:
+            raise self._died(error) from error
+        assert worker.sent.popleft() == number, "a worker answered out of order"
+        if number in self._abandoned:
+            self._discard((succeeded, answer), self._abandoned.pop(number))
+        else:
+            self._answers[number] = succeeded, answer
 
     def _died(self, error: BaseException) -> WorkerError:
         """Closes the pool after a worker died; the error to raise (or the error naming a
