@@ -121,9 +121,10 @@ def test_07_quotes_the_recorded_tpu_copies() -> None:
         key = name if name in copies else f"ArraySharder.{name}"
         assert float(ms) == round(copies[key], 1), name
     assert copies["the same bytes, flat (256, 150528)"] < copies["uint8 (256, 224, 224, 3)"] / 3
-    assert copies["ArraySharder.shard, uint8 (256, 224, 224, 3)"] < copies[
-        "the same bytes, flat (256, 150528)"
-    ]
+    assert (
+        copies["ArraySharder.shard, uint8 (256, 224, 224, 3)"]
+        < copies["the same bytes, flat (256, 150528)"]
+    )
     assert recorded["auto_speedup_on_device"] > 3
 
 
