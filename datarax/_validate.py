@@ -195,7 +195,8 @@ def check_axis_rules(axis_rules: Any) -> tuple[tuple[str, MeshAxes], ...] | None
     mesh axes becomes a tuple.
 
     Raises:
-        TypeError: an entry is not a pair whose first item is a string.
+        TypeError: an entry is not a pair whose first item is a string, or its mesh axes
+            are not a string, None, or a list or tuple of strings.
 
     Example:
         >>> check_axis_rules({"batch": "data", "embed": ["model", "fsdp"]})
@@ -214,5 +215,12 @@ def check_axis_rules(axis_rules: Any) -> tuple[tuple[str, MeshAxes], ...] | None
         logical, mesh_axes = item
         if isinstance(mesh_axes, list):
             mesh_axes = tuple(mesh_axes)
+        names = mesh_axes if isinstance(mesh_axes, tuple) else (mesh_axes,)
+        if mesh_axes is not None and not all(isinstance(name, str) for name in names):
+            raise TypeError(
+                f"axis_rules maps {logical!r} to {mesh_axes!r}; a logical axis maps to a mesh "
+                "axis name (a string), several (a list or tuple of strings), or None "
+                "(not sharded), e.g. ('batch', 'data')."
+            )
         rules.append((logical, mesh_axes))
     return tuple(rules)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
+from datarax.errors import LeafValueError
 from datarax.pipeline._stages import stop_iteration_error
 from datarax.sharding._checks import (
     check_keys_sortable,
@@ -88,26 +89,38 @@ class ArraySource:
 
 
 def as_source(source: Any) -> ArraySource | RandomAccessSource:
-    """`source` as a pipeline reads it: a dict (or other pytree) of arrays, or one array,
-    becomes an `ArraySource`; anything with ``__len__`` and ``__getitem__`` is read as it is.
+    """`source` as a pipeline reads it, by one rule: a dict or one array, or any other
+    pytree ``jax.tree_util`` splits (a registered dataclass, say) without ``__len__`` and
+    ``__getitem__``, becomes an `ArraySource`; anything with ``__len__`` and
+    ``__getitem__`` (a list of records, a Grain data source) is read as it is.
 
     Raises:
         TypeError: `source` is neither.
+
+    Example:
+        >>> type(as_source({"x": np.arange(4)})).__name__, type(as_source([1, 2])).__name__
+        ('ArraySource', 'list')
     """
     if isinstance(source, (Mapping, np.ndarray, jax.Array)):
         return ArraySource(source)
-    if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
-        raise TypeError(
-            f"source must be a dict of arrays or have __len__ and __getitem__, got "
-            f"{type(source).__name__}."
-        )
-    return source
+    if hasattr(source, "__len__") and hasattr(source, "__getitem__"):
+        return source
+    if not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(source)):
+        return ArraySource(source)  # a pytree of arrays
+    raise TypeError(
+        f"source must be a dict (or other pytree) of arrays, or have __len__ and "
+        f"__getitem__, got {type(source).__name__}."
+    )
 
 
 def _indices(rows: Rows, length: int) -> list[int]:
     if isinstance(rows, slice):
         return list(range(*rows.indices(length)))
     return [int(i) for i in rows]
+
+
+def _beyond_int64(value: Any) -> bool:
+    return type(value) is int and not -(2**63) <= value < 2**63
 
 
 def _collate(records: list[Any], indices: list[int]) -> Any:
@@ -131,7 +144,8 @@ def _collate(records: list[Any], indices: list[int]) -> Any:
         for column, leaf in zip(columns, leaves, strict=True):
             column.append(leaf)
     batch = []
-    for (name, _), column in zip(named, columns, strict=True):
+    for (name, _), values in zip(named, columns, strict=True):
+        column = [np.asarray(v) if isinstance(v, jax.Array) else v for v in values]
         if not all(isinstance(v, _STACKABLE) for v in column):
             batch.append(column)  # bytes, strings, objects: a list for a host stage to decode
             continue
@@ -150,6 +164,15 @@ def _collate(records: list[Any], indices: list[int]) -> Any:
                 f"Records differ in dtype: {name} is {dtypes[0]}, but the same leaf of "
                 f"source[{indices[odd]}] is {dtypes[odd]}. Stacking would silently convert "
                 "one of them: give every record the same dtype in the source."
+            )
+        odd = next((k for k, v in enumerate(column) if _beyond_int64(v)), None)
+        if odd is not None:
+            path = name[len(f"source[{indices[0]}]") :]
+            raise LeafValueError(
+                f"source[{indices[odd]}]{path} is the python int {column[odd]}, which int64 "
+                "does not hold: the rows would stack into floats (losing digits) or objects. "
+                "Store it as a float, or split it into smaller numbers.",
+                leaf=f"batch{path}",
             )
         batch.append(np.stack(column))
     return jax.tree_util.tree_unflatten(treedef, batch)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from datarax._deprecated import UNSET, ConfigProperty, SharderModuleConfig, from_config
 from datarax._validate import AxisRules, MeshAxes
+from datarax.errors import LeafShapeError
+from datarax.sharding._checks import flatten_with_names
 from datarax.sharding._sharding_checks import check_spec_against_mesh
 from datarax.sharding._transforms import per_device_transform
 
@@ -55,12 +58,22 @@ class SharderModule(nnx.Module, ConfigProperty):
         A `PartitionSpec` already names mesh axes and is returned unchanged.
 
         Raises:
+            TypeError: `logical_spec` is not a PartitionSpec, a name, or a list or tuple
+                of names (strings) and None.
             ValueError: a logical name has no rule (when rules were given).
         """
         if isinstance(logical_spec, PartitionSpec):
             return logical_spec
         if isinstance(logical_spec, str):
             logical_spec = (logical_spec,)
+        if not isinstance(logical_spec, (list, tuple)) or not all(
+            name is None or isinstance(name, str) for name in logical_spec
+        ):
+            raise TypeError(
+                "logical_spec must be a PartitionSpec, a logical axis name, or a list or tuple "
+                f"of names and None (one per dimension), e.g. ('batch', None); got "
+                f"{type(logical_spec).__name__}: {logical_spec!r:.60}."
+            )
         if self.axis_rules is None:
             return PartitionSpec(*logical_spec)
         rules = dict(self.axis_rules)
@@ -128,6 +141,17 @@ class SharderModule(nnx.Module, ConfigProperty):
         check_spec_against_mesh(out_spec, dict(mesh.shape))
         if not callable(fn):
             raise TypeError(f"fn must be a callable block -> block, got {type(fn).__name__}.")
+        for name, leaf in flatten_with_names(batch)[0]:
+            if np.ndim(leaf) < len(in_spec):
+                raise LeafShapeError(
+                    f"{name} has shape {np.shape(leaf)} (rank {np.ndim(leaf)}), but "
+                    f"in_spec {in_spec} splits {len(in_spec)} dimension(s) of every leaf "
+                    f"for shard_map. Leave {name} out of the batch (pass it to fn another "
+                    "way, e.g. through functools.partial), or give it those dimensions.",
+                    leaf=name,
+                    shape=tuple(np.shape(leaf)),
+                    dim=np.ndim(leaf),
+                )
         placed = self.shard(batch, NamedSharding(mesh, in_spec))
         return per_device_transform(fn, mesh, in_spec, out_spec)(placed)
 

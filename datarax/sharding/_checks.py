@@ -140,7 +140,8 @@ def _check_python_int(name: str, leaf: int) -> None:
 
 
 def check_known_container(name: str, leaf: Any) -> None:
-    """Raises TypeError for a mapping or set that ``jax.tree_util`` takes as one leaf.
+    """Raises TypeError for a mapping or set that ``jax.tree_util`` takes as one leaf,
+    and for a masked array, whose mask every array of JAX (and ``np.asarray``) drops.
 
     Containers are what ``jax.tree_util`` says they are: a dict, an OrderedDict, a
     list or a registered pytree is one, a ``types.MappingProxyType`` or a home-made
@@ -158,6 +159,13 @@ def check_known_container(name: str, leaf: Any) -> None:
             f"{name} is a {type(leaf).__name__}, a container jax.tree_util does not know, "
             "so JAX would take it whole as one leaf. Pass a dict (e.g. dict(...)) or a "
             "list, or register the type with jax.tree_util.register_pytree_node.",
+            leaf=name,
+        )
+    if isinstance(leaf, np.ma.MaskedArray):
+        raise LeafTypeError(
+            f"{name} is a numpy masked array (shape {leaf.shape}); its mask would be lost, "
+            "as no jax.Array has one. Pass the values and the mask as two leaves, e.g. "
+            f"{{'x': a.filled(0), 'x_mask': ~np.ma.getmaskarray(a)}}.",
             leaf=name,
         )
 

@@ -224,12 +224,13 @@ class JaxProcessSharder(SharderModule):
         """This host's part of `data`, a global batch.
 
         Without `sharding`: rows ``bounds(len(data))``. Arrays are sliced along their
-        first axis (a view for numpy, no copy); a list or tuple at the top level is a
-        sequence of rows and keeps its type. Anything else is split as
-        ``jax.tree_util`` sees it: in a dict (or any registered pytree) every array
-        leaf is sliced, 0-d leaves are kept whole on every host, and tuples and lists
-        are containers. A mapping or set that ``jax.tree_util`` does not know (a
-        ``types.MappingProxyType``, say) is refused, never split as one leaf.
+        first axis (a view for numpy, no copy); a plain list or tuple at the top level
+        is a sequence of rows and keeps its type. Anything else is split as
+        ``jax.tree_util`` sees it: in a dict, a namedtuple or any registered pytree
+        every array leaf is sliced, 0-d leaves are kept whole on every host, and tuples
+        and lists are containers. A mapping or set that ``jax.tree_util`` does not know
+        (a ``types.MappingProxyType``, say), or a masked array (whose mask would be
+        lost), is refused, never split as one leaf.
 
         With `sharding` (the sharding of the global batch): exactly the part of each
         leaf that this host's devices hold under it, in global order: all rows when
@@ -252,15 +253,14 @@ class JaxProcessSharder(SharderModule):
         if sharding is not None:
             self._refuse_pretend("shard_data(data, sharding=...)")
             check_sharding(sharding)
-        if isinstance(data, (list, tuple)) or jax.tree_util.treedef_is_leaf(
-            flatten_with_path(data, "data")[1]
-        ):
+        rows_of_records = type(data) in (list, tuple)  # a namedtuple is a container
+        if rows_of_records or jax.tree_util.treedef_is_leaf(flatten_with_path(data, "data")[1]):
             check_known_container("data", data)
             rows = _rows_of(data, "data")
             if sharding is None:
                 start, stop = self.bounds(rows)
                 return data[start:stop]  # type: ignore[index]
-            shape = (rows,) if isinstance(data, (list, tuple)) else tuple(np.shape(data))  # type: ignore[arg-type]
+            shape = (rows,) if rows_of_records else tuple(np.shape(data))  # type: ignore[arg-type]
             return _mine("data", data, shape, sharding)
         named, treedef = _leaves(data)
         arrays = [leaf for leaf in named if np.ndim(leaf[1]) or leaf[2]]
