@@ -20,7 +20,8 @@ Batch = Any
 class Positioned(Protocol):
     """What an `Epoch` needs of its pipeline."""
 
-    _generation: int
+    @property
+    def _generation(self) -> int: ...
 
     def _begin_epoch(self) -> None: ...
 

@@ -15,16 +15,15 @@ from flax import nnx
 from jax.sharding import Sharding
 
 from datarax._validate import check_int
-from datarax.errors import SourceChangedError
 from datarax.pipeline._agreement import EpochEnds
 from datarax.pipeline._epoch import Epoch
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._host_batches import host_batches
 from datarax.pipeline._options import BatchOptions, HostOptions, UnevenHosts, Workers
 from datarax.pipeline._order import EpochOrder, shuffle_seed
-from datarax.pipeline._sources import ArraySource, RandomAccessSource, as_source
+from datarax.pipeline._sources import ArraySource, RandomAccessSource, as_source, check_length
 from datarax.pipeline._stages import Batch, Stage, Stages
-from datarax.pipeline._state import PipelineState
+from datarax.pipeline._state import PipelineState, Position
 from datarax.pipeline._timing import BatchTimes, TimeReport, Timings
 from datarax.pipeline.workers import leave_if_importing_main
 from datarax.sharding._sharding_checks import check_sharding
@@ -73,10 +72,11 @@ class Pipeline:
         uneven_hosts: when per-host pipelines have different numbers of batches in an
             epoch, ``"stop"`` them all at the smallest, or ``"raise"`` on every host.
         workers: 0 (default) reads and runs `stages` here; N > 0 in N worker processes,
-            ahead and in order, giving the batches of ``workers=0``. The source and
-            stages are pickled when the pipeline is built, memory-mapped arrays as their
-            files' paths; stages must return host data, and a script must keep its code
-            under ``if __name__ == "__main__":`` (see `datarax.pipeline.workers`).
+            ahead and in order, giving the batches of ``workers=0``; ``"auto"`` picks N
+            from the first batch's time and the cores; a `Workers` sets more. The source
+            and stages are pickled when the pipeline is built, memory-mapped arrays as
+            their files' paths; stages must return host data, and a script must keep its
+            code under ``if __name__ == "__main__":`` (see `datarax.pipeline.workers`).
 
     Example:
         >>> pipeline = Pipeline(source={"x": np.arange(10)}, stages=[lambda b: b["x"] * 2],
@@ -121,8 +121,7 @@ class Pipeline:
         self._host = host_batches(
             self, self._source, self._stages, self._order, self._workers, self._crossing_hosts
         )
-        self._epoch, self._next, self._resume, self._generation = 0, 0, True, 0
-        self._timings = Timings()
+        self._position, self._timings = Position(), Timings()
 
     batch_size = property(lambda self: self._batching.batch_size, doc="Rows per batch.")
     shuffle = property(lambda self: self._batching.shuffle)
@@ -149,10 +148,8 @@ class Pipeline:
         return getattr(self._host, "choice", "")
 
     def time_report(self) -> TimeReport:
-        """Where the time of the last batches went: mean milliseconds per batch reading
-        rows, in host stages, moving between processes, waiting for workers, copying to
-        devices, in device stages and in your step (``datarax.viz.plot_time_report``
-        draws it).
+        """Where the last batches' time went, part by part (`TimeReport`; drawn by
+        ``datarax.viz.plot_time_report``).
 
         Example:
             >>> pipeline = Pipeline(source={"x": np.arange(8)}, batch_size=2)
@@ -181,11 +178,12 @@ class Pipeline:
         return None if order is None else order.copy()
 
     def _state(self) -> PipelineState:
-        epoch, index = self._epoch, self._next
-        if index >= self.num_batches:
-            epoch, index = epoch + 1, 0
         seed = None if self._order.seed is None else tuple(self._order.seed)
-        return PipelineState(epoch, index, self.batch_size, self.source_length, seed)
+        return self._position.state(self._count, self.batch_size, self._length, seed)
+
+    @property
+    def _generation(self) -> int:  # what an Epoch compares with its own
+        return self._position.generation
 
     def get_state(self) -> dict[str, Any]:
         """Where iteration stands, as a small JSON-serialisable dict (see `PipelineState`)."""
@@ -204,26 +202,18 @@ class Pipeline:
         """
         resumed = PipelineState.from_dict(state)
         resumed.check_fits(self._state(), self.num_batches)
-        self._epoch, self._next, self._resume = resumed.epoch, resumed.batch_index, True
-        self._generation += 1  # an iterator made before would go on from elsewhere
+        self._position.move_to(resumed)
         self._ends.forget_state()
 
     def __iter__(self) -> Iterator[Batch]:
         if self._workers.count:  # in a worker re-running a script with no main guard: leave
             leave_if_importing_main(self._workers.count)
-        if self._resume:
-            state = self._state()
-            self._epoch, self._next, self._resume = state.epoch, state.batch_index, False
-        else:
-            self._epoch, self._next = self._epoch + 1, 0
-        self._generation += 1
+        self._position.begin_iteration(self._state())
         return Epoch(self)
 
     def _begin_epoch(self) -> None:
-        state = self.get_state()
-        self._ends.begin(
-            self._epoch, self._next, self._count, lambda: json.dumps(state, sort_keys=True)
-        )
+        state, at = self.get_state(), self._position
+        self._ends.begin(at.epoch, at.next, self._count, lambda: json.dumps(state, sort_keys=True))
 
     def _crossing_hosts(self) -> None:
         self._ends.crossing_hosts()
@@ -231,25 +221,19 @@ class Pipeline:
     def _next_batch(self) -> Batch:
         """The next batch of the epoch; the position moves on once every stage returned."""
         self._timings.asked()
-        if self._next >= self._ends.end:
+        at = self._position
+        if at.next >= self._ends.end:
             self._timings.epoch_ended()
             raise StopIteration
-        if len(self._source) != self.source_length:
-            raise SourceChangedError(
-                f"The source had {self.source_length} rows when the pipeline was built and "
-                f"has {len(self._source)} now. Batches and states follow from the source's "
-                "length, so build a new Pipeline over the changed source.",
-                built=self.source_length,
-                now=len(self._source),
-            )
+        check_length(self._source, self._length)
         times = BatchTimes()
-        batch = self._host.batch(self._epoch, self._next, self._ends.end, self._count, times)
+        batch = self._host.batch(at.epoch, at.next, self._ends.end, self._count, times)
         if self._global is not None:
             placing = time.perf_counter()
-            batch = self._global.place(batch, self._batching.size(self._next, self._length))
+            batch = self._global.place(batch, self._batching.size(at.next, self._length))
             staging = time.perf_counter()
             batch = self._device_stages(batch)
             times.place, times.device_stages = staging - placing, time.perf_counter() - staging
-        self._next += 1
+        at.next += 1
         self._timings.returned(times)
         return batch

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from datarax.errors import LeafValueError
+from datarax.errors import LeafValueError, SourceChangedError
 from datarax.pipeline._stages import stop_iteration_error
 from datarax.sharding._checks import (
     check_keys_sortable,
@@ -111,6 +111,20 @@ def as_source(source: Any) -> ArraySource | RandomAccessSource:
         f"source must be a dict (or other pytree) of arrays, or have __len__ and "
         f"__getitem__, got {type(source).__name__}."
     )
+
+
+def check_length(source: ArraySource | RandomAccessSource, built: int) -> None:
+    """Raises `SourceChangedError` when `source` no longer has the `built` rows it had
+    when its pipeline was built (batches and states follow from that length)."""
+    now = len(source)
+    if now != built:
+        raise SourceChangedError(
+            f"The source had {built} rows when the pipeline was built and has {now} now. "
+            "Batches and states follow from the source's length, so build a new Pipeline "
+            "over the changed source.",
+            built=built,
+            now=now,
+        )
 
 
 def _indices(rows: Rows, length: int) -> list[int]:

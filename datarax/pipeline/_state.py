@@ -111,3 +111,33 @@ class PipelineState:
                     "batch_size and rngs seed) before set_state.",
                     key=key,
                 )
+
+
+class Position:
+    """Where a pipeline stands: the epoch and its next batch, whether the next ``iter()``
+    resumes there (before the first, and after a `set_state`) or begins the next epoch,
+    and a generation that grows with every ``iter()`` and `set_state`, so an iterator
+    made before knows it was superseded."""
+
+    def __init__(self) -> None:
+        self.epoch, self.next, self.resume, self.generation = 0, 0, True, 0
+
+    def state(self, num_batches: int, batch_size: int, length: int, seed: Any) -> PipelineState:
+        """The state: at the end of an epoch, the start of the next."""
+        epoch, index = self.epoch, self.next
+        if index >= num_batches:
+            epoch, index = epoch + 1, 0
+        return PipelineState(epoch, index, batch_size, length, seed)
+
+    def begin_iteration(self, state: PipelineState) -> None:
+        """An ``iter()``: resume at `state` (this position's), or begin the next epoch."""
+        if self.resume:
+            self.epoch, self.next, self.resume = state.epoch, state.batch_index, False
+        else:
+            self.epoch, self.next = self.epoch + 1, 0
+        self.generation += 1
+
+    def move_to(self, state: PipelineState) -> None:
+        """A `set_state`: the next ``iter()`` resumes at `state`."""
+        self.epoch, self.next, self.resume = state.epoch, state.batch_index, True
+        self.generation += 1  # an iterator made before would go on from elsewhere
