@@ -1,7 +1,7 @@
 """Shared fixtures; the root conftest gives every test 8 simulated CPU devices.
 
 `tests/` goes on ``sys.path`` here, once for every folder below it, so that test files
-import the helpers they share as ``_support.<module>``.
+import what they share from `tests/_support` as ``_support.<module>``.
 """
 
 import sys

@@ -1,5 +1,5 @@
 """Processes that tests start and wait for: whether a pid still runs, scripts that import
-this checkout and these helpers, and busy loops that hold the CPUs."""
+this checkout and `tests/_support`, and busy loops that hold the CPUs."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def still_running(pids: Iterable[int], within_s: float = 10.0) -> list[int]:
 
 def script_environment() -> dict[str, str]:
     """This environment with the checkout and `tests/` on PYTHONPATH: a script run with it
-    imports `datarax` from here and these helpers as ``_support.<module>``."""
+    imports `datarax` from here and `tests/_support` as ``_support.<module>``."""
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
 
 
