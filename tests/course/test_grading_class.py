@@ -33,6 +33,8 @@ import pytest
 
 from datarax.exercises import _sandbox
 
+pytestmark = pytest.mark.notebooks
+
 ROOT = Path(__file__).parents[2]
 NOTEBOOK = ROOT / "tutorials" / "07_performance.ipynb"
 TIME_LIMIT = 30  # seconds per notebook: a kernel and JAX start on 2 busy cores

@@ -289,6 +289,7 @@ def test_a_burst_of_changes_in_a_kernel_loop_redraws_twice_and_ends_on_the_last(
     check_views(pg)
 
 
+@pytest.mark.notebooks
 def test_executed_notebook_keeps_a_static_picture_and_tables() -> None:
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [

@@ -127,6 +127,7 @@ def test_the_student_copies_need_nbconvert_alone(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.notebooks
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_student_copy_has_no_solutions_and_runs_on_permuted_meshes(
     notebook: Path, student_copies: Path, monkeypatch: pytest.MonkeyPatch

@@ -23,6 +23,7 @@ from datarax.distributed import launch_local
 from datarax.errors import EnvironmentVariableError
 
 
+@pytest.mark.multihost
 @pytest.mark.parametrize(
     ("variable", "value", "phrase"),
     [

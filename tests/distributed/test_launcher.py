@@ -61,6 +61,7 @@ LINUX_ONLY = pytest.mark.skipif(
 )
 
 
+@pytest.mark.multihost
 @pytest.mark.parametrize(
     ("signum", "fork", "stopped"),
     [
@@ -129,6 +130,7 @@ def test_a_killed_launcher_takes_its_processes_and_files_along(
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.multihost
 @pytest.mark.parametrize("process", [0, 1])
 def test_a_process_that_leaves_without_a_result_is_blamed(process: int) -> None:
     # The other process then fails too (the coordinator's peer vanished, or the
@@ -140,6 +142,7 @@ def test_a_process_that_leaves_without_a_result_is_blamed(process: int) -> None:
     assert "so it wrote no result" in message
 
 
+@pytest.mark.multihost
 def test_the_process_that_never_returns_is_blamed_not_the_one_waiting_for_it() -> None:
     # Process 0 returns and waits at the shutdown barrier; after 10 s it gives up. Newer
     # jax then aborts both processes, in either order; on jax 0.7, whose barrier waits
@@ -156,6 +159,7 @@ def test_the_process_that_never_returns_is_blamed_not_the_one_waiting_for_it() -
     assert re.search(r"Process 0 (had returned and was waiting|returned, then)", message)
 
 
+@pytest.mark.multihost
 def test_arguments_reach_every_process_and_nothing_is_left(temp_dir: Path) -> None:
     runs = launch_local(
         targets.combine,
@@ -206,6 +210,7 @@ FUNCTION_CASES = [
 ]
 
 
+@pytest.mark.multihost
 @pytest.mark.parametrize(
     ("target", "options", "kind", "message"),
     [(targets.combine, *case) for case in FUNCTION_CASES]
@@ -235,6 +240,7 @@ def test_bad_arguments_are_refused_before_anything_starts(
     assert list(temp_dir.iterdir()) == []
 
 
+@pytest.mark.multihost
 def test_a_ten_megabyte_line_makes_a_short_error() -> None:
     characters = 10_000_000
     # Process 1's pid line is in the part of its output that is left out.

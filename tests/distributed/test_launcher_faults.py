@@ -46,6 +46,7 @@ def _killed_run(run: int) -> tuple[int | None, str]:
     return None, "the cluster did not fail"
 
 
+@pytest.mark.multihost
 @pytest.mark.stress
 def test_the_killed_process_is_named_every_time_under_load() -> None:
     started = time.monotonic()
@@ -91,6 +92,7 @@ def test_a_process_that_left_early_outranks_a_peer_whose_exit_was_seen_first() -
     assert culprit == 1
 
 
+@pytest.mark.multihost
 def test_results_are_kept_when_a_hook_hangs_after_the_target_returned() -> None:
     started = time.monotonic()
     runs = launch_local(
@@ -107,6 +109,7 @@ def test_results_are_kept_when_a_hook_hangs_after_the_target_returned() -> None:
     assert len(pids) == 2 and not still_running(pids, 5)
 
 
+@pytest.mark.multihost
 @LINUX_ONLY
 def test_processes_that_left_the_group_go_with_the_cluster() -> None:
     runs = launch_local(
@@ -121,6 +124,7 @@ def test_processes_that_left_the_group_go_with_the_cluster() -> None:
     assert not still_running(started, 5)
 
 
+@pytest.mark.multihost
 @LINUX_ONLY
 def test_what_a_killed_process_started_goes_too() -> None:
     with pytest.raises(ClusterError) as caught:

@@ -34,6 +34,7 @@ def test_without_gloo_lines_keeps_everything_else() -> None:
     assert without_gloo_lines(pieces) == "step 1 [Gloo] Rank\n"
 
 
+@pytest.mark.multihost
 def test_verbose_keeps_the_gloo_lines(tmp_path: Path) -> None:
     # jaxlib 0.10 prints them, 0.7.2 does not: the script prints one itself.
     script = tmp_path / "prints_gloo.py"

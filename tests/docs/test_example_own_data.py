@@ -31,6 +31,7 @@ def _write_folder(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.multihost
 def test_own_data_on_2_processes_with_model_across_hosts(tmp_path: Path) -> None:
     folder = _write_folder(tmp_path / "data")
     options = ["--data", str(folder), "--inputs", "image", "--targets", "label"]

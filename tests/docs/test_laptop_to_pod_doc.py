@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from datarax.distributed import launch_local
 
+pytestmark = pytest.mark.multihost
 PAGE = Path(__file__).parents[2] / "docs" / "laptop_to_pod.md"
 
 

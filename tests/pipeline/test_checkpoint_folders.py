@@ -173,6 +173,7 @@ def test_two_processes_saving_one_step_at_once_never_both_succeed(tmp_path: Path
     assert sorted(os.listdir(folder)) == [".datarax-save.lock", "1"]
 
 
+@pytest.mark.multihost
 def test_a_refusal_on_one_process_reaches_every_process(tmp_path: Path) -> None:
     """On 2 processes: a step saved already, and a lock that only process 0 can see,
     are refused on both at once (not after a barrier's time-out)."""

@@ -18,6 +18,8 @@ from _support.example_script import SCRIPT, load_example, read_log
 
 from datarax.distributed import ClusterError, launch_local
 
+pytestmark = pytest.mark.multihost
+
 STEPS = 8
 
 

@@ -74,6 +74,7 @@ def mismatch(two_host_runs: list[ProcessResult]) -> list[ProcessResult]:
     return _part(two_host_runs, "mismatch")
 
 
+@pytest.mark.multihost
 @pytest.mark.parametrize("hosts", ["two_hosts", "four_hosts"])
 def test_bounds_and_global_batch(hosts: str, request: pytest.FixtureRequest) -> None:
     results: list[ProcessResult] = request.getfixturevalue(hosts)
@@ -102,6 +103,7 @@ def test_bounds_and_global_batch(hosts: str, request: pytest.FixtureRequest) -> 
     assert all(a[1] == b[0] for a, b in itertools.pairwise(keep))
 
 
+@pytest.mark.multihost
 def test_two_d_mesh_across_processes(two_d: list[ProcessResult]) -> None:
     matrix = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
     for result in two_d:
@@ -113,6 +115,7 @@ def test_two_d_mesh_across_processes(two_d: list[ProcessResult]) -> None:
         np.testing.assert_array_equal(result.value["column_sums"], matrix.sum(axis=0))
 
 
+@pytest.mark.multihost
 def test_pipeline_hosts_split_each_global_batch(pipeline_runs: list[ProcessResult]) -> None:
     host0, host1 = (r.value for r in pipeline_runs)
     order = host0["order"]
@@ -128,6 +131,7 @@ def test_pipeline_hosts_split_each_global_batch(pipeline_runs: list[ProcessResul
     assert sorted(seen) == list(range(48))
 
 
+@pytest.mark.multihost
 def test_prefetch_builds_global_batches_from_each_hosts_rows(
     prefetched: list[ProcessResult],
 ) -> None:
@@ -140,6 +144,7 @@ def test_prefetch_builds_global_batches_from_each_hosts_rows(
         assert result.value["prefetch_threads_left"] == []
 
 
+@pytest.mark.multihost
 def test_mismatched_hosts_get_a_clear_error_each(mismatch: list[ProcessResult]) -> None:
     for result in mismatch:
         said = result.value["messages"]
@@ -191,6 +196,7 @@ def _expected_rows(layout: str, host: int, count: int) -> list[int] | None:
     return None  # all_hosts_1d: jax.make_mesh chooses the device order
 
 
+@pytest.mark.multihost
 @pytest.mark.parametrize("hosts", ["two_host_runs", "four_host_runs"])
 def test_every_layout_builds_the_global_batch(hosts: str, request: pytest.FixtureRequest) -> None:
     runs: list[ProcessResult] = request.getfixturevalue(hosts)
@@ -226,6 +232,7 @@ def test_every_layout_builds_the_global_batch(hosts: str, request: pytest.Fixtur
         assert set(every_row) == set(range(16)), name  # together the hosts read every row
 
 
+@pytest.mark.multihost
 def test_replicas_that_differ_raise_on_every_host(two_host_runs: list[ProcessResult]) -> None:
     for run in two_host_runs:
         said = run.value["conflicts"]
@@ -277,6 +284,7 @@ def _cluster_failure(target: Any, within_s: float, **options: Any) -> ClusterErr
     return caught.value
 
 
+@pytest.mark.multihost
 def test_a_raising_process_is_reported() -> None:
     error = _cluster_failure(checks.raise_on_process_one, 60, timeout_s=90)
     assert error.process_index == 1
@@ -286,6 +294,7 @@ def test_a_raising_process_is_reported() -> None:
     _assert_gone(error.outputs)
 
 
+@pytest.mark.multihost
 def test_a_killed_script_process_is_reported() -> None:
     script = TESTS / "_support" / "multihost_kill_script.py"
     error = _cluster_failure(script, 60, args=("a", 1), timeout_s=90)
@@ -295,6 +304,7 @@ def test_a_killed_script_process_is_reported() -> None:
     _assert_gone(error.outputs)
 
 
+@pytest.mark.multihost
 def test_a_time_out_names_the_process_still_working() -> None:
     # 30 s leaves time to start on a loaded machine. Process 0 returns at once and waits
     # for process 1 at the shutdown barrier, which gives up after 10 s and aborts both
@@ -312,6 +322,7 @@ def test_a_time_out_names_the_process_still_working() -> None:
     _assert_gone(error.outputs)
 
 
+@pytest.mark.multihost
 def test_a_coordinator_whose_port_is_taken_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     # Taken on both starts: the launcher starts the cluster a second time (with a
     # warning), which fails the same way.
@@ -330,6 +341,7 @@ def test_a_coordinator_whose_port_is_taken_is_reported(monkeypatch: pytest.Monke
     assert "Process 1 was still running; the launcher stopped it (it never joined" in message
 
 
+@pytest.mark.multihost
 def test_what_a_process_started_is_stopped_with_it() -> None:
     runs = launch_local(checks.start_a_straggler, num_processes=2, timeout_s=90)
     children = {run.value: run.process_index for run in runs}
@@ -337,6 +349,7 @@ def test_what_a_process_started_is_stopped_with_it() -> None:
     assert not left, f"the children {left} of processes {[children[pid] for pid in left]}"
 
 
+@pytest.mark.multihost
 def test_bad_targets_are_refused_before_starting() -> None:
     with pytest.raises(TypeError, match="lambda"):
         launch_local(lambda: 0)
@@ -401,6 +414,7 @@ def test_report_names_a_coordinator_that_died_and_a_time_out() -> None:
     assert "| still working" in message and "Process 0 finished." in message
 
 
+@pytest.mark.multihost
 @pytest.mark.parametrize("hosts", ["two_host_runs", "four_host_runs"])
 def test_global_pipeline_reads_only_each_hosts_rows(
     hosts: str, request: pytest.FixtureRequest
@@ -421,6 +435,7 @@ def test_global_pipeline_reads_only_each_hosts_rows(
             assert {len(reads) for reads in got["reads"]} == {share}, name
 
 
+@pytest.mark.multihost
 def test_uneven_epochs_stop_together_or_raise_everywhere(
     two_host_runs: list[ProcessResult],
 ) -> None:
@@ -436,6 +451,7 @@ def test_uneven_epochs_stop_together_or_raise_everywhere(
             assert got["alone"] == 5
 
 
+@pytest.mark.multihost
 def test_however_the_sharder_is_held_the_hosts_agree(two_host_runs: list[ProcessResult]) -> None:
     """A sharder in a plain class or reached through a dict: 5 and 3 batches stop at 3
     on both hosts, or raise on both; the jitted step after each batch never hangs."""

@@ -310,6 +310,7 @@ def test_workers_give_the_global_batches_of_workers_0() -> None:
     assert run(2) == run(0)
 
 
+@pytest.mark.multihost
 def test_workers_on_two_hosts_give_the_shards_of_workers_0() -> None:
     runs = launch_local(two_host_check, num_processes=2, devices_per_process=2, timeout_s=90)
     for run in runs:
