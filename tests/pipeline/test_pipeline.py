@@ -294,9 +294,13 @@ def test_memory_mapped_npy_source(tmp_path) -> None:
 def test_prefetch_saves_the_state_of_the_batch_the_step_consumed() -> None:
     make = lambda: Pipeline(source=_source(), batch_size=2, shuffle=True, rngs=nnx.Rngs(0))  # noqa: E731
     expected = _rows(make())
-    with prefetch_to_device(make(), size=3) as batches:
+    pipeline = make()
+    with prefetch_to_device(pipeline, size=3) as batches:
         taken = [next(batches)["x"].tolist() for _ in range(4)]
-        time.sleep(0.05)  # the thread has read ahead by now
+        deadline = time.monotonic() + 30
+        while pipeline.get_state()["batch_index"] < 4 + 3:  # the thread fills the buffer
+            assert time.monotonic() < deadline, "the thread did not read ahead"
+            time.sleep(0.001)
         state = batches.get_state()
     assert state["batch_index"] == 4
     resumed = make()

@@ -7,7 +7,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
 import numpy as np
@@ -27,9 +28,26 @@ def _prefetch_threads() -> list[threading.Thread]:
 
 def _wait_for_no_prefetch_threads(timeout_s: float = 10.0) -> list[threading.Thread]:
     deadline = time.monotonic() + timeout_s
-    while _prefetch_threads() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    for thread in _prefetch_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
     return _prefetch_threads()
+
+
+def _inside(thread: threading.Thread, *functions: Callable[..., Any]) -> bool:
+    """Whether `thread` runs inside each of `functions` now, as its stack says."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    running = set()
+    while frame is not None:
+        running.add(frame.f_code)
+        frame = frame.f_back
+    return all(function.__code__ in running for function in functions)
+
+
+def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.001)
 
 
 @pytest.fixture(autouse=True)
@@ -87,11 +105,14 @@ def test_buffer_is_bounded(size: int) -> None:
     source = _CountingSource(count=50)
     placed = prefetch_to_device(source, size=size, place=lambda batch: batch)
     first = next(placed)
-    # One batch consumed and `size` more taken from the source ahead of it, no more.
-    deadline = time.monotonic() + 10.0
-    while source.taken < 1 + size and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.2)  # time for the thread to run further ahead if it were unbounded
+    # One batch consumed and `size` more taken from the source ahead of it, no more: the
+    # thread then waits for a free slot (inside Semaphore.acquire, parked in its wait).
+    [thread] = _prefetch_threads()
+    parked = (threading.Semaphore.acquire, threading.Condition.wait)
+    _wait_until(
+        lambda: source.taken >= 1 + size and _inside(thread, *parked),
+        "the thread never took its batches and waited for a free slot",
+    )
     assert source.taken == 1 + size
     assert int(first["x"][0, 0]) == 0
     placed.close()
@@ -261,8 +282,11 @@ import sys, threading, time
 import numpy as np
 from datarax import prefetch_to_device
 
+inside = threading.Event()
+
 def source():
     yield {"x": np.zeros(8)}
+    inside.set()
     if sys.argv[2] == "block":
         threading.Event().wait()
     if sys.argv[2] == "sleep":
@@ -272,7 +296,7 @@ def source():
 how = sys.argv[1]
 placed = prefetch_to_device(source(), size=2)
 next(placed)
-time.sleep(0.2)  # the thread now waits inside the source
+assert inside.wait(60)  # the thread now waits inside the source (or has passed it)
 if how == "with":
     with placed:
         print("leaving", time.monotonic(), flush=True)
@@ -335,7 +359,7 @@ def test_a_second_consumer_gets_an_error_and_close_wakes_the_first() -> None:
     first: list[object] = []
     waiting = threading.Thread(target=lambda: first.append(next(placed, "ended")))
     waiting.start()
-    time.sleep(0.3)  # the first consumer now waits for the blocked source
+    _wait_until(lambda: _inside(waiting, DevicePrefetcher._take), "no first consumer waits")
     with pytest.raises(RuntimeError, match="Another thread is inside next"):
         next(placed)
     started = time.monotonic()
