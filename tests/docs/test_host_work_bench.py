@@ -58,6 +58,7 @@ def test_without_place_only_host_epochs_are_timed() -> None:
     assert len(times.host_ms) == 3 and times.placed_ms == []
 
 
+@pytest.mark.stress
 def test_a_tiny_records_run_times_every_candidate_by_epochs(tmp_path: Path) -> None:
     out = tmp_path / "records.json"
     arguments = ["--costs", "0.01", "--workers", "0", "1", "--rounds", "1", "--epochs", "2"]
@@ -179,6 +180,7 @@ def test_grain_gets_the_allocator_settings_only_while_its_stream_runs() -> None:
 TINY = ["--images", "12", "--side", "32", "--batch-size", "4", "--epochs", "1"]
 
 
+@pytest.mark.stress
 def test_a_tiny_images_run_measures_every_candidate(tmp_path: Path) -> None:
     out = tmp_path / "images.json"
     arguments = [*TINY, "--workers", "0", "1", "auto", "--out", str(out)]
@@ -220,6 +222,7 @@ def test_a_tiny_images_run_measures_every_candidate(tmp_path: Path) -> None:
     assert results["command"].startswith("python -m benchmarks.host_work_images --images 12")
 
 
+@pytest.mark.stress
 def test_the_two_core_preset_runs_its_case_and_its_targets(tmp_path: Path) -> None:
     out = tmp_path / "two_core.json"
     arguments = ["--preset", "two-core", *TINY, "--rounds", "1", "--grain-ways", "--out", str(out)]
