@@ -17,6 +17,10 @@ NBMAKE := --nbmake --nbmake-timeout=120 -n $(NB_WORKERS)
 # file's module-scoped cluster starts once): 210 s instead of about 600 s one after another.
 UNIT_WORKERS ?= 2
 UNIT := -n $(UNIT_WORKERS) --dist loadfile
+# Markers (pyproject.toml): the stress tests run once per CI run, in make test; every later
+# stage that runs the tests again leaves them out. make quick leaves out all three kinds.
+NOT_STRESS := -m "not stress"
+QUICK := -m "not multihost and not stress and not notebooks"
 
 COLAB_VENV ?= .venv-colab
 COLAB_PINS := jax==0.7.2 jaxlib==0.7.2 flax==0.11.2
@@ -42,7 +46,7 @@ export NEWEST_VERSIONS := import sys, jax, jaxlib, flax; \
 PYTHON3 ?= python3
 DEVICE_CHECK_OUT ?= docs/benchmarks
 
-.PHONY: venv test unit tutorials lint lab colab-unit clean bench docs colab newest \
+.PHONY: venv test quick unit tutorials lint lab colab-unit clean bench docs colab newest \
 	device-check binder-check browser-check student-notebooks package-check grade
 
 $(STAMP): pyproject.toml
@@ -57,6 +61,11 @@ venv: $(STAMP)
 test: lint
 	$(PY) -m pytest tests datarax $(UNIT)
 	$(PY) -m pytest tutorials $(NBMAKE)
+
+## make quick: the fast tests while you work: no local clusters (multihost), no runs under
+## load (stress), no notebooks or kernels (notebooks); under 2 minutes on 2 cores.
+quick: $(STAMP)
+	$(PY) -m pytest tests datarax $(UNIT) $(QUICK)
 
 ## make unit: the unit tests and doctests only.
 unit: $(STAMP)
@@ -86,7 +95,7 @@ bench: $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=tutorials --allow-root $(LAB_ARGS)
 
-## make colab-unit: the unit tests on what Colab's TPU runtime ships, in $(COLAB_VENV).
+## make colab-unit: the unit tests (not stress) on what Colab's TPU runtime ships, in $(COLAB_VENV).
 $(COLAB_VENV)/.installed: pyproject.toml
 	test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -95,7 +104,7 @@ $(COLAB_VENV)/.installed: pyproject.toml
 
 colab-unit: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -c "import jax, flax; print('jax', jax.__version__, 'flax', flax.__version__)"
-	$(COLAB_VENV)/bin/python -m pytest tests datarax $(UNIT) -p no:cacheprovider
+	$(COLAB_VENV)/bin/python -m pytest tests datarax $(UNIT) $(NOT_STRESS) -p no:cacheprovider
 
 ## make colab: the tests and every notebook on Colab's TPU runtime versions, Python 3.11.
 colab: $(COLAB_VENV)/.installed
@@ -103,7 +112,7 @@ colab: $(COLAB_VENV)/.installed
 	found = (sys.version_info[:2], jax.__version__, jaxlib.__version__, flax.__version__); \
 	print('python %d.%d, jax %s, jaxlib %s, flax %s' % (*found[0], *found[1:])); \
 	assert found == ((3, 11), '0.7.2', '0.7.2', '0.11.2'), found"
-	$(COLAB_VENV)/bin/python -m pytest tests datarax $(UNIT) -p no:cacheprovider
+	$(COLAB_VENV)/bin/python -m pytest tests datarax $(UNIT) $(NOT_STRESS) -p no:cacheprovider
 	$(COLAB_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider
 
 ## make newest: the tests and every notebook on the newest jax and flax pip resolves, in
@@ -120,7 +129,7 @@ newest:
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
 		-e ".[tests,tutorials]" jax jaxlib flax
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
-	{ $(NEWEST_VENV)/bin/python -m pytest tests datarax $(UNIT) -p no:cacheprovider \
+	{ $(NEWEST_VENV)/bin/python -m pytest tests datarax $(UNIT) $(NOT_STRESS) -p no:cacheprovider \
 		&& $(NEWEST_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider; } \
 		|| { $(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"; exit 1; }
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"

@@ -1,9 +1,20 @@
-"""Shared fixtures; the root conftest gives every test 8 simulated CPU devices."""
+"""Shared fixtures; the root conftest gives every test 8 simulated CPU devices.
+
+`tests/` goes on ``sys.path`` here, once for every folder below it, so that test files
+import what they share from `tests/_support` as ``_support.<module>``.
+"""
+
+import sys
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 from jax.sharding import AxisType, Mesh
+
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
 
 
 @pytest.fixture(params=["auto", "explicit"])

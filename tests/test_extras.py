@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from _package_check import package_check
+from _support.package_check import package_check
 
 from datarax._extras import EXTRAS, install_line, require
 

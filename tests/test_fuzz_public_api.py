@@ -21,8 +21,8 @@ import jax
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from _limits import TooSlow, time_limit
-from _snapshots import snapshot
+from _support.limits import TooSlow, time_limit
+from _support.snapshots import snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp

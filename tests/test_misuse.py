@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from _snapshots import snapshot
+from _support.snapshots import snapshot
 from flax import nnx
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
@@ -203,7 +203,7 @@ def test_tuples_and_lists_inside_a_dict_are_containers(host: int) -> None:
 
 
 # 5. Scalars that differ per host: the replica check covers 0-d leaves (the cluster
-# test is tests/test_multiprocess.py::test_replicas_that_differ_raise_on_every_host).
+# test is tests/sharding/test_multiprocess.py::test_replicas_that_differ_raise_on_every_host).
 
 
 def test_the_replica_check_compares_0d_leaves_across_hosts() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import build  # noqa: F401  # the fixture runs python -m build: a collection error without it
 import pytest
-from _package_check import SCRIPT, package_check
+from _support.package_check import SCRIPT, package_check
 
 ROOT = Path(__file__).parents[1]
 

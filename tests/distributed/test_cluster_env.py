@@ -14,15 +14,16 @@ import os
 import subprocess
 from typing import Any
 
-import _launcher_targets as targets
 import jax
 import pytest
+from _support import launcher_targets as targets
 
 from datarax.distributed import _devices as devices
 from datarax.distributed import launch_local
 from datarax.errors import EnvironmentVariableError
 
 
+@pytest.mark.multihost
 @pytest.mark.parametrize(
     ("variable", "value", "phrase"),
     [

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -19,8 +18,9 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import _launcher_targets as targets
 import pytest
+from _support import launcher_targets as targets
+from _support.processes import busy_cpus, running
 
 from datarax.distributed import ClusterError, launch_local
 from datarax.distributed._report import report
@@ -46,7 +46,7 @@ def _end_one(process: int, how: str) -> ClusterError:
     pids = [
         int(pid) for out in caught.value.outputs for pid in re.findall(r"^pid (\d+)", out, re.M)
     ]
-    assert len(pids) == 2 and not [pid for pid in pids if targets.running(pid)], pids
+    assert len(pids) == 2 and not [pid for pid in pids if running(pid)], pids
     return caught.value
 
 
@@ -115,24 +115,12 @@ def test_the_report_names_a_crash_a_crash_and_a_kill_a_kill(
     assert meaning in message.splitlines()[1], message
 
 
-@contextlib.contextmanager
-def _busy_cores(count: int = 2) -> Iterator[None]:
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-        for spinner in spinners:
-            spinner.wait(timeout=30)
-
-
 @pytest.mark.stress
 @pytest.mark.multihost
 @LINUX_ONLY
 def test_the_process_that_died_is_named_every_time_under_load() -> None:
     runs = [(1, how) for how in ("kill", "crash") * 6]
-    with _busy_cores(), ThreadPoolExecutor(2) as pool:
+    with busy_cpus(), ThreadPoolExecutor(2) as pool:
         errors = list(pool.map(lambda run: _end_one(*run), runs))
     wrong = [
         (how, error.process_index, error.signal, str(error).splitlines()[0])

@@ -9,8 +9,8 @@ import socket
 import sys
 from collections.abc import Iterator
 
-import _launcher_targets as targets
 import pytest
+from _support import launcher_targets as targets
 
 from datarax.distributed import _launcher, free_port, launch_local
 from datarax.distributed._ports import LOWEST, ephemeral_range

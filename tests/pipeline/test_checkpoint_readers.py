@@ -219,6 +219,7 @@ def restores_what_every_process_sees(folder: str) -> dict[str, Any]:
     return said
 
 
+@pytest.mark.multihost
 def test_processes_of_a_job_restore_one_step_that_all_see(tmp_path: Path) -> None:
     runs = launch_local(
         restores_what_every_process_sees,
