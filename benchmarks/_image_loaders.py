@@ -2,7 +2,7 @@
 how its batches are placed on the device (`benchmarks.host_work_images` times them).
 
 `Pipeline` places as ``Pipeline(sharding=...)`` does on one process,
-``ArraySharder().shard(batch, SingleDeviceSharding(device))``; Grain with
+``ArraySharder().shard(batch, single_device_sharding(device))``; Grain with
 ``jax.device_put(batch, device)``, its own way.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 import grain
 import jax
 import numpy as np
-from jax.sharding import SingleDeviceSharding
 
 from benchmarks import _image_stage as stage
 from benchmarks._epoch_timing import close_stream
 from benchmarks._host_work import pipeline_epochs, pipeline_name
+from datarax._compat import single_device_sharding
 from datarax.pipeline import ArraySource, Workers
 from datarax.pipeline import _memory as memory
 from datarax.sharding import ArraySharder
@@ -143,7 +143,7 @@ def candidates_for(
 ) -> dict[str, Candidate]:
     """Every candidate by name: `Pipeline` at each of `workers`, Grain's `grain_ways` at
     each of `grain_workers`, and the placement of the `prepared` batch alone, both ways."""
-    sharder, sharding = ArraySharder(), SingleDeviceSharding(device)
+    sharder, sharding = ArraySharder(), single_device_sharding(device)
 
     def shard(batch: Any) -> None:
         jax.block_until_ready(sharder.shard(batch, sharding))

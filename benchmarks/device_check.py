@@ -90,18 +90,19 @@ def measure(rows: int = 256, side: int = 224, rounds: int = 100) -> dict[str, An
     """
     import jax
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
+    from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
     from benchmarks._timing import interleaved, medians, paired_ratio
     from benchmarks.placement import image_batch
+    from datarax._compat import single_device_sharding
     from datarax.sharding import ArraySharder
 
     device = jax.devices()[0]
     batch = {"image": image_batch(rows, side)["image"]}
     shardings = {
         "NamedSharding": NamedSharding(Mesh(np.array([device]), ("data",)), P("data")),
-        "SingleDeviceSharding": SingleDeviceSharding(device),
+        "SingleDeviceSharding": single_device_sharding(device),
     }
     sharder = ArraySharder()
     candidates: dict[str, Callable[[], Any]] = {}

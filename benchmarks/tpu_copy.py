@@ -30,10 +30,11 @@ import jax
 jax.config.update("jax_num_cpu_devices", 8)
 
 import numpy as np  # noqa: E402
-from jax.sharding import NamedSharding, SingleDeviceSharding  # noqa: E402
+from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from benchmarks._timing import interleaved, medians, paired_ratio  # noqa: E402
+from datarax._compat import single_device_sharding  # noqa: E402
 from datarax.sharding import ArraySharder  # noqa: E402
 
 SHAPED = "uint8 (256, 224, 224, 3)"
@@ -56,7 +57,7 @@ def measure(rounds: int) -> dict[str, Any]:
         FLOAT: rng.random((64, 224, 224, 3), dtype=np.float32),
     }
     device = jax.devices()[0]
-    one = SingleDeviceSharding(device)
+    one = single_device_sharding(device)
     sharder = ArraySharder()
     candidates = {name: (lambda a=array: jax.device_put(a, one)) for name, array in arrays.items()}
     candidates[SHARD] = lambda: sharder.shard(image, one)

@@ -29,7 +29,8 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import SingleDeviceSharding
+
+from datarax._compat import single_device_sharding
 
 ROW_BYTES = 224 * 224 * 3
 
@@ -60,8 +61,8 @@ def _chip_memory(on_chip: Any, rounds: int) -> dict[str, float]:
 def measure(rounds: int) -> dict[str, Any]:
     """Every figure of the module's docstring, on the first device."""
     chip = jax.devices()[0]
-    on_chip = SingleDeviceSharding(chip)
-    pinned = SingleDeviceSharding(chip, memory_kind="pinned_host")
+    on_chip = single_device_sharding(chip)
+    pinned = single_device_sharding(chip, memory_kind="pinned_host")
     rng = np.random.default_rng(0)
     results: dict[str, Any] = {
         "device": f"{chip.platform} {chip.device_kind}",

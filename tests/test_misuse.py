@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 from _support.snapshots import snapshot
 from flax import nnx
-from jax.sharding import NamedSharding, SingleDeviceSharding
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import datarax
 from datarax import viz
+from datarax._compat import single_device_sharding
 from datarax.distributed import setup_devices
 from datarax.errors import HostMismatchError
 from datarax.pipeline import Pipeline, prefetch_to_device
@@ -531,7 +532,7 @@ def test_dict_keys_of_mixed_types_are_named_at_every_entry(entry: str) -> None:
     calls = {
         "shard": lambda: ArraySharder().shard(batch, ROWS),
         "shard to one device": lambda: ArraySharder().shard(
-            batch, SingleDeviceSharding(jax.devices()[0])
+            batch, single_device_sharding(jax.devices()[0])
         ),
         "pad_to_multiple": lambda: pad_to_multiple(batch, 8),
         "shard_data": lambda: JaxProcessSharder(process_index=0, process_count=2).shard_data(batch),
@@ -579,7 +580,7 @@ def test_viz_refuses_empty_arrays_and_reports_uneven_holdings() -> None:
     with pytest.raises(ValueError, match="size 0"):
         viz.plot_sharding(jax.device_put(np.zeros((8, 0)), ROWS))
     tree = {
-        "alone": jax.device_put(np.zeros(16, np.float32), SingleDeviceSharding(jax.devices()[0])),
+        "alone": jax.device_put(np.zeros(16, np.float32), single_device_sharding(jax.devices()[0])),
         "split": jax.device_put(np.zeros(64, np.float32), ROWS),
     }
     assert viz.summarize(tree).splitlines()[-1] == (

@@ -13,9 +13,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, Sharding, SingleDeviceSharding
+from jax.sharding import Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._compat import single_device_sharding
 from datarax.exercises._cases import draw, reference
 from datarax.exercises._core import call, exercise
 from datarax.exercises._feedback import Feedback, right, wrong
@@ -33,7 +34,7 @@ def _params(width: int = 64, bias: Any = jnp.bfloat16) -> dict[str, Any]:
 def _shardings() -> list[tuple[str, Sharding]]:
     devices = jax.devices()
     cases: list[tuple[str, Sharding]] = [
-        ("one device", SingleDeviceSharding(devices[0])),
+        ("one device", single_device_sharding(devices[0])),
         ("all devices on 'data'", NamedSharding(Mesh(np.array(devices), ("data",)), P("data"))),
     ]
     if len(devices) >= 4 and len(devices) % 2 == 0:

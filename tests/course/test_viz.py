@@ -12,11 +12,12 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from jax.sharding import Mesh, NamedSharding, Sharding, SingleDeviceSharding
+from jax.sharding import Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 from matplotlib.colors import to_hex, to_rgb
 
 from datarax import viz
+from datarax._compat import single_device_sharding
 
 PERMUTED = [3, 1, 0, 2, 7, 5, 4, 6]
 
@@ -375,7 +376,7 @@ def test_summary_reports_devices_that_hold_different_amounts() -> None:
     mesh = jax.make_mesh((8,), ("data",))
     tree = {
         "alone": jax.device_put(
-            np.zeros((16,), np.float32), SingleDeviceSharding(jax.devices()[0])
+            np.zeros((16,), np.float32), single_device_sharding(jax.devices()[0])
         ),
         "split": jax.device_put(np.zeros((64,), np.float32), NamedSharding(mesh, P("data"))),
     }
@@ -396,7 +397,7 @@ def test_summary_reports_devices_that_hold_different_amounts() -> None:
     assert viz.leaf_summaries(subset)[0].device_bytes == dict.fromkeys(range(4, 8), 16)
     spread = {
         f"on_{d}": jax.device_put(
-            np.zeros((d + 1,), np.int8), SingleDeviceSharding(jax.devices()[d])
+            np.zeros((d + 1,), np.int8), single_device_sharding(jax.devices()[d])
         )
         for d in range(5)
     }

@@ -4,9 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._compat import single_device_sharding
 from datarax.sharding import ArraySharder
 
 
@@ -88,7 +89,7 @@ def test_reshards_jax_leaves_between_mesh_types() -> None:
 def test_single_device_sharding_target() -> None:
     device = jax.devices()[3]
     x = jax.device_put(np.arange(8.0), NamedSharding(jax.make_mesh((8,), ("data",)), P("data")))
-    out = ArraySharder().shard({"x": x, "y": np.ones(3)}, SingleDeviceSharding(device))
+    out = ArraySharder().shard({"x": x, "y": np.ones(3)}, single_device_sharding(device))
     assert out["x"].devices() == {device} and out["y"].devices() == {device}
     np.testing.assert_array_equal(np.asarray(out["x"]), np.arange(8.0))
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding, SingleDeviceSharding
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import datarax
+from datarax._compat import single_device_sharding
 from datarax.sharding import ArraySharder, _flat_transfer
 
 
@@ -76,7 +77,7 @@ def test_send_flat_gives_what_shard_gives(monkeypatch, flat_here: bool, spec: P)
 
 def test_send_flat_onto_one_device(monkeypatch) -> None:
     _as_if_tpu(monkeypatch)
-    one = SingleDeviceSharding(jax.devices()[3])
+    one = single_device_sharding(jax.devices()[3])
     image = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
     placed = ArraySharder().shard({"image": image}, one, send_flat=True)["image"]
     assert placed.devices() == {jax.devices()[3]} and placed.shape == image.shape
@@ -163,7 +164,7 @@ def test_a_large_leaf_bound_for_one_chip_crosses_in_pieces_joined_there(monkeypa
     monkeypatch.setattr(_flat_transfer, "PIECES_FROM_BYTES", 1024)
     monkeypatch.setattr(_flat_transfer, "PIECE_BYTES", 256)
     sent = _spy(monkeypatch)
-    one = SingleDeviceSharding(jax.devices()[5])
+    one = single_device_sharding(jax.devices()[5])
     batch = {
         "image": np.arange(16 * 6 * 5 * 3, dtype=np.uint8).reshape(16, 6, 5, 3),  # 1,440 B
         "strided": np.arange(16 * 160, dtype=np.int32).reshape(16, 160)[:, ::2],  # not C

@@ -14,10 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import datarax
+from datarax._compat import single_device_sharding
 from datarax.errors import HostMismatchError, LeafShapeError, LeafTypeError
 from datarax.sharding import ArraySharder, JaxProcessSharder
 from datarax.sharding import _global_arrays as global_arrays
@@ -66,7 +67,7 @@ def test_global_builder_on_one_process_equals_array_sharder(mesh_2d: Mesh, spec:
 
 
 def test_other_shardings_work_on_one_process() -> None:
-    sharding = SingleDeviceSharding(jax.devices()[3])
+    sharding = single_device_sharding(jax.devices()[3])
     out = JaxProcessSharder().shard({"x": np.arange(5)}, sharding)
     assert out["x"].sharding == sharding
     np.testing.assert_array_equal(np.asarray(out["x"]), np.arange(5))

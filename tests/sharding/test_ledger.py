@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._compat import single_device_sharding
 from datarax.errors import MeshError
 from datarax.sharding import (
     JaxProcessSharder,
@@ -100,7 +101,7 @@ def test_replicated_and_subset_and_single_device() -> None:
     )
     assert subset.blocks_of_host(0) == [(0, 4)] and subset.blocks_of_host(1) == [(4, 8)]
     assert len(subset.devices) == 4
-    single = RowLedger(SingleDeviceSharding(DEVICES[6]), 5, host_of=TWO_HOSTS)
+    single = RowLedger(single_device_sharding(DEVICES[6]), 5, host_of=TWO_HOSTS)
     assert single.hosts == (1,) and single.rows_of_host(0).tolist() == []
 
 

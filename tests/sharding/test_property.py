@@ -22,9 +22,10 @@ import numpy as np
 from _support.snapshots import snapshot
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from jax.sharding import AxisType, Mesh, NamedSharding, Sharding, SingleDeviceSharding
+from jax.sharding import AxisType, Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._compat import single_device_sharding
 from datarax.sharding import ArraySharder
 
 ACCEPTED = [
@@ -74,7 +75,7 @@ LAYOUTS = ["C", "Fortran", "strided", "reversed", "transposed", "numpy scalar", 
 def _shardings() -> list[Sharding]:
     devices = np.array(jax.devices())
     permuted = devices[np.random.default_rng(0).permutation(len(devices))]
-    result: list[Sharding] = [SingleDeviceSharding(devices[5])]
+    result: list[Sharding] = [single_device_sharding(devices[5])]
     for axis_type in (AxisType.Auto, AxisType.Explicit):
         line = Mesh(devices, ("data",), axis_types=(axis_type,))
         result += [NamedSharding(line, spec) for spec in (P(), P("data"))]
