@@ -9,6 +9,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax.errors import LeafShapeError, RowCountError
 from datarax.pipeline import Pipeline
 from datarax.sharding import ArraySharder, JaxProcessSharderModule
 
@@ -19,9 +20,17 @@ def _shard(batch, sharding):
 
 def test_rows_not_divisible_by_axis(mesh_1d: Mesh) -> None:
     batch = {"image": np.zeros((10, 3)), "label": np.arange(10)}
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(LeafShapeError) as info:
         _shard(batch, NamedSharding(mesh_1d, P("data")))
-    message = str(info.value)
+    error = info.value
+    assert (error.leaf, error.shape, error.dim, error.axes, error.parts) == (
+        "batch['image']",
+        (10, 3),
+        0,
+        ("data",),
+        8,
+    )
+    message = str(error)
     assert "batch['image'] has 10 rows" in message
     assert "mesh axis 'data' (8 devices)" in message
     for way_out in ("multiple of 8", "pad_to_multiple", "drop_remainder=True"):
@@ -43,13 +52,11 @@ def test_combined_axes_report_their_product(mesh_2d: Mesh) -> None:
 
 
 def test_ragged_leading_dims(mesh_1d: Mesh) -> None:
-    with pytest.raises(
-        ValueError,
-        match=r"differ in their number of rows: batch\['image'\] has 16 rows, batch\['la",
-    ):
+    with pytest.raises(RowCountError, match="slice or pad them to the same number") as info:
         _shard(
             {"image": np.zeros((16, 2)), "label": np.zeros(8)}, NamedSharding(mesh_1d, P("data"))
         )
+    assert info.value.rows == {"batch['image']": 16, "batch['label']": 8}
 
 
 @pytest.mark.parametrize(

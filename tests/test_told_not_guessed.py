@@ -21,6 +21,7 @@ from jax.sharding import PartitionSpec as P
 
 import datarax
 from datarax._caches import cache_sizes
+from datarax.errors import SourceChangedError, StageStopIterationError
 from datarax.pipeline import Pipeline, prefetch_to_device
 from datarax.sharding import ArraySharder, JaxProcessSharder, RowLedger, pretend_hosts
 
@@ -42,15 +43,17 @@ def _stop(batch: Any) -> Any:
 def test_a_stage_that_raises_stop_iteration_is_an_error() -> None:
     pipeline = Pipeline(source=_source(), stages=[lambda b: b, _stop], batch_size=4)
     iterator = iter(pipeline)
-    with pytest.raises(RuntimeError, match=r"stages\[1\] raised StopIteration"):
+    with pytest.raises(StageStopIterationError, match="would end the epoch early") as raised:
         next(iterator)
+    assert raised.value.stage == "stages[1]"
     assert pipeline.get_state()["batch_index"] == 0  # the batch was not consumed
 
 
 def test_a_device_stage_that_raises_stop_iteration_is_an_error() -> None:
     pipeline = Pipeline(source=_source(), batch_size=8, sharding=DATA, device_stages=[_stop])
-    with pytest.raises(RuntimeError, match=r"device_stages\[0\] raised StopIteration"):
+    with pytest.raises(StageStopIterationError) as raised:
         list(pipeline)
+    assert raised.value.stage == "device_stages[0]"
 
 
 class _StoppingSource:
@@ -64,15 +67,16 @@ class _StoppingSource:
 
 
 def test_a_source_that_raises_stop_iteration_is_an_error() -> None:
-    with pytest.raises(RuntimeError, match=r"the source's __getitem__ raised StopIteration"):
+    with pytest.raises(StageStopIterationError) as raised:
         list(Pipeline(source=_StoppingSource(), batch_size=4))
+    assert raised.value.stage == "the source's __getitem__"
 
 
 def test_a_place_function_that_raises_stop_iteration_is_an_error() -> None:
     batches = [{"x": np.ones(8)}] * 3
     with (
         prefetch_to_device(batches, place=_stop) as placed,
-        pytest.raises(RuntimeError, match=r"place raised StopIteration"),
+        pytest.raises(StageStopIterationError, match=r"^place raised StopIteration"),
     ):
         next(placed)
 
@@ -96,8 +100,9 @@ def test_a_source_whose_length_changed_is_an_error() -> None:
     batches: Iterator[Any] = iter(pipeline)
     next(batches)
     source.rows = 6  # shrinks after the pipeline was built
-    with pytest.raises(ValueError, match=r"had 16 rows when the pipeline was built and has 6"):
+    with pytest.raises(SourceChangedError, match="build a new Pipeline") as raised:
         next(batches)
+    assert (raised.value.built, raised.value.now) == (16, 6)
 
 
 # Containers are what jax.tree_util says they are.

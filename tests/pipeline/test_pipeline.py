@@ -12,6 +12,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax.errors import PipelineStateError, SupersededIteratorError
 from datarax.pipeline import ArraySource, Pipeline, _agreement, prefetch_to_device
 from datarax.sharding import ArraySharder, JaxProcessSharder, _global_arrays
 
@@ -162,20 +163,21 @@ def test_malformed_states_are_refused() -> None:
         pipeline.set_state({"epoch": 0, "batch_index": 1})
     with pytest.raises(TypeError, match=r"state\['epoch'\] must be an int"):
         pipeline.set_state(state | {"epoch": True})
-    with pytest.raises(ValueError, match=r"state\['batch_index'\] must be in \[0, 4\]"):
+    with pytest.raises(PipelineStateError, match=r"must be in \[0, 4\], got 5") as raised:
         pipeline.set_state(state | {"batch_index": 5})
+    assert raised.value.key == "batch_index"
 
 
 def test_a_superseded_iterator_raises_instead_of_stopping_silently() -> None:
     pipeline = Pipeline(source=_source(), batch_size=5)
-    with pytest.raises(RuntimeError, match=r"superseded by a newer iter.* build a second Pipeline"):
+    with pytest.raises(SupersededIteratorError, match=r"newer iter.* build a second Pipeline"):
         for _ in pipeline:
             list(pipeline)
-    with pytest.raises(RuntimeError, match="superseded"):
+    with pytest.raises(SupersededIteratorError):
         list(zip(pipeline, pipeline, strict=False))
     first = prefetch_to_device(pipeline, size=1)
     second = prefetch_to_device(pipeline, size=1)
-    with pytest.raises(RuntimeError, match="superseded"):
+    with pytest.raises(SupersededIteratorError):
         list(first)
     assert [b["x"][0] for b in second] == [0, 5, 10, 15]
 

@@ -32,6 +32,7 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 from datarax.distributed import launch_local
+from datarax.errors import StageStopIterationError, WorkerArrayError, WorkerError
 from datarax.pipeline import Pipeline
 
 SOURCE = {"x": np.arange(100), "y": np.arange(100) * 0.5}
@@ -86,26 +87,31 @@ def test_a_failing_stage_in_a_worker_is_raised_named_and_retried(tmp_path: Path)
 
 
 def test_stop_iteration_in_a_worker_is_an_error() -> None:
-    with pytest.raises(RuntimeError, match=r"stages\[1\] raised StopIteration"):
+    with pytest.raises(StageStopIterationError) as raised:
         next(iter(_pipeline(1, stages=(scale, stop))))
+    assert raised.value.stage == "stages[1]"
 
 
 def test_a_stage_that_places_on_devices_in_a_worker_is_an_error() -> None:
-    with pytest.raises(TypeError, match=r"stages\[1\] returned jax.Arrays in a pipeline worker"):
+    with pytest.raises(
+        WorkerArrayError, match=r"returned jax\.Arrays in a pipeline worker"
+    ) as raised:
         next(iter(_pipeline(1, stages=(scale, to_device))))
+    assert raised.value.stage == "stages[1]"
 
 
 def test_an_exception_that_cannot_cross_processes_is_still_named() -> None:
-    with pytest.raises(RuntimeError, match=r"stages\[0\] raised _Picky.*workers=0"):
+    with pytest.raises(WorkerError, match=r"stages\[0\] raised _Picky.*workers=0"):
         next(iter(_pipeline(1, stages=(picky,))))
 
 
 def test_a_dead_worker_is_an_error_and_the_next_call_starts_new_ones(tmp_path: Path) -> None:
     iterator = iter(_pipeline(2, stages=(scale, exit_once(tmp_path / "died"))))
     batches = []
-    with pytest.raises(RuntimeError, match="worker process died"):
+    with pytest.raises(WorkerError, match="worker process died") as raised:
         for _ in range(len(_pipeline(0))):  # the batches done before the death come first
             batches.append(next(iterator))
+    assert 3 in raised.value.exit_codes  # exit_once's code; the other worker lived
     assert _values([*batches, *iterator]) == _values(_pipeline(0))
 
 

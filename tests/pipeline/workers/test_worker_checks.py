@@ -25,6 +25,7 @@ import pytest
 from _support.processes import script_environment
 from _support.worker_stages import scale, to_device
 
+from datarax.errors import NoMainGuardError, WorkerArrayError, WorkerDeviceError
 from datarax.pipeline import Pipeline
 from datarax.pipeline.workers import _guards as _worker_checks
 from datarax.pipeline.workers import _pool as _workers
@@ -153,9 +154,12 @@ def test_a_process_leaves_only_while_importing_its_parents_script(
 def test_the_exit_code_of_a_worker_that_left_is_the_error_naming_the_guard() -> None:
     broken = RuntimeError("A process in the process pool was terminated abruptly")
     raise_if_no_main_guard([-15, None, 3], broken)  # another death: not this error
-    with pytest.raises(RuntimeError, match=f"ended as they started.*{GUARD}.*workers=0") as raised:
+    with pytest.raises(
+        NoMainGuardError, match=f"ended as they started.*{GUARD}.*workers=0"
+    ) as raised:
         raise_if_no_main_guard([-15, NO_MAIN_GUARD_EXIT], broken)
     assert raised.value.__cause__ is broken
+    assert raised.value.exit_codes == [-15, NO_MAIN_GUARD_EXIT]
 
 
 @pytest.fixture
@@ -176,8 +180,9 @@ def test_jax_arrays_from_a_stage_on_an_accelerator_host_name_the_stage_and_the_f
         r"stages\[1\] returned jax.Arrays in a pipeline worker process \(on CPU there\).*"
         r"this host's TPU belongs to the pipeline's process.*CPU only.*numpy.*device_stages"
     )
-    with pytest.raises(TypeError, match=pattern):
+    with pytest.raises(WorkerArrayError, match=pattern) as raised:
         check_jax_in_worker("stages[1]", {"x": np.ones(2), "y": jnp.ones(2)})
+    assert raised.value.stage == "stages[1]"
     check_jax_in_worker("stages[1]", {"x": np.ones(2), "label": [b"a", b"b"]})  # host data
 
 
@@ -191,8 +196,9 @@ def test_jax_started_on_an_accelerator_in_a_worker_names_what_started_it(
     monkeypatch.setattr(_worker_checks, "_on_cpu", False)  # a worker where JAX ...
     monkeypatch.setattr(_worker_checks, "started_platform", lambda: "tpu")  # ... opened a TPU
     pattern = r"stages\[0\] started JAX on TPU in a pipeline worker.*CPU only.*TPU.*numpy"
-    with pytest.raises(RuntimeError, match=pattern):
+    with pytest.raises(WorkerDeviceError, match=pattern) as raised:
         check_jax_in_worker("stages[0]", {"x": np.ones(2)})
+    assert (raised.value.stage, raised.value.platform) == ("stages[0]", "tpu")
     with pytest.raises(RuntimeError, match=r"the worker's start \(the script's top-level"):
         check_jax_in_worker(_worker_checks.AT_START)
 
@@ -205,6 +211,7 @@ def test_a_worker_of_a_pipeline_on_an_accelerator_names_the_stage_that_used_jax(
     pipeline = Pipeline(
         source={"x": np.arange(16)}, stages=[scale, to_device], batch_size=8, workers=1
     )
-    with pytest.raises(TypeError, match=r"stages\[1\] returned jax.Arrays.*TPU belongs") as raised:
+    with pytest.raises(WorkerArrayError, match=r"returned jax.Arrays.*TPU belongs") as raised:
         next(iter(pipeline))
+    assert raised.value.stage == "stages[1]"
     assert "JAX runs on CPU only" in " ".join(getattr(raised.value, "__notes__", []))
