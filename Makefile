@@ -20,7 +20,9 @@ UNIT := -n $(UNIT_WORKERS) --dist loadfile
 # Markers (pyproject.toml): the stress tests run once per CI run, in make test; every later
 # stage that runs the tests again leaves them out. make quick leaves out all three kinds.
 NOT_STRESS := -m "not stress"
-QUICK := -m "not multihost and not stress and not notebooks"
+# make quick also skips loading nbmake (4 s a process) and lets Python cache the compiled
+# tests and package (PYTHONDONTWRITEBYTECODE set empty; __pycache__ is git-ignored).
+QUICK := -m "not multihost and not stress and not notebooks" -p no:nbmake
 
 COLAB_VENV ?= .venv-colab
 COLAB_PINS := jax==0.7.2 jaxlib==0.7.2 flax==0.11.2
@@ -65,7 +67,7 @@ test: lint
 ## make quick: the fast tests while you work: no local clusters (multihost), no runs under
 ## load (stress), no notebooks or kernels (notebooks); under 2 minutes on 2 cores.
 quick: $(STAMP)
-	$(PY) -m pytest tests datarax $(UNIT) $(QUICK)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest tests datarax $(UNIT) $(QUICK)
 
 ## make unit: the unit tests and doctests only.
 unit: $(STAMP)

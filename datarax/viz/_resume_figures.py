@@ -316,7 +316,7 @@ def plot_epoch_ends(
         boxes[(label, host)] = tuple(drawn)
         ticks.append((y + 0.4, f"host {host}"))
         y += 1.0
-    ax.set(xlim=(0, longest), ylim=(y, 0))
+    ax.set(xlim=(0, max(longest, 1)), ylim=(y, 0))  # an epoch of no batches: one empty slot
     ax.set_yticks([t for t, _ in ticks], [name for _, name in ticks], fontsize=8)
     ax.set_xticks([n + 0.46 for n in range(longest)], [str(n + 1) for n in range(longest)])
     ax.set_xlabel("batch of the epoch", fontsize=8)

@@ -161,6 +161,7 @@ _POD = textwrap.dedent(
 )
 
 
+@pytest.mark.stress
 def test_a_pod_of_1024_hosts_is_drawn_per_host() -> None:
     done = subprocess.run(
         [sys.executable, "-c", _POD],

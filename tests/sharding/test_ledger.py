@@ -192,6 +192,7 @@ def test_bad_input_gets_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     np.testing.assert_array_equal(data, np.arange(8))
 
 
+@pytest.mark.stress
 def test_plan_a_pod_of_1024_hosts_on_4096_simulated_devices() -> None:
     """What each host of a 1024-host pod of 4 chips reads, worked out on one machine."""
     script = textwrap.dedent(
