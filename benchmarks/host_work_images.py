@@ -32,7 +32,10 @@ every batch placed on ``jax.devices()[0]`` and waited for, each epoch timed alon
 `Pipeline` places as ``Pipeline(sharding=...)`` does on one process,
 ``ArraySharder().shard(batch, SingleDeviceSharding(device))``; Grain with
 ``jax.device_put(batch, device)``, its own way. Every candidate runs once per round, in
-a shuffled order, ``--rounds`` rounds; ratios are medians of per-round ratios.
+a shuffled order, ``--rounds`` rounds. A candidate's figure in a round is the mean of its
+timed epochs (`benchmarks._image_summary` says why not their median); ratios are
+medians of per-round ratios. ``--summarize FILE.json`` recomputes and prints a recorded
+run's summary by these rules (rewriting the file) without running anything.
 
 The ideal line: one process's stage time, measured in a process of its own with the C
 library's defaults and after `keep_freed_memory()` (this process is not changed),
@@ -57,6 +60,7 @@ In all 5 to 8.5 minutes, the spread being Grain's start. Results are written to
     python -m benchmarks.host_work_images [--preset v5e | two-core] [--workers 0 4 8 12]
         [--grain-ways batch record kept] [--rounds 1] [--epochs 3] [--images 4096]
         [--side 224] [--batch-size 256] [--read-next-epoch] [--out FILE.json]
+    python -m benchmarks.host_work_images --summarize FILE.json
 """
 
 from __future__ import annotations
@@ -65,7 +69,9 @@ import argparse
 import dataclasses
 import functools
 import hashlib
+import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -248,8 +254,7 @@ def _warm_up(candidates: dict[str, Candidate], path: str, batch_size: int) -> No
 
 
 def _line(times: EpochTimes) -> str:
-    host = sorted(times.host_ms)[len(times.host_ms) // 2]
-    placed = sorted(times.placed_ms)[len(times.placed_ms) // 2]
+    host, placed = statistics.fmean(times.host_ms), statistics.fmean(times.placed_ms)
     return (
         f"first batch {times.first_batch_s:.2f} s, host {host:.1f} ms/batch, "
         f"host + placement {placed:.1f} ms/batch"
@@ -279,7 +284,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--read-next-epoch", action="store_true", help="Workers(N, True)")
     parser.add_argument("--out", type=Path, help="FILE.json, rewritten after every run")
+    parser.add_argument("--summarize", type=Path, help="a recorded FILE.json: summarize it")
     args = parser.parse_args()
+    if args.summarize is not None:
+        recorded = json.loads(args.summarize.read_text())
+        recorded |= summarize(recorded)
+        print_results(recorded)
+        write_json(args.summarize, recorded)
+        return
     preset = PRESETS[args.preset]
     print("load average before:", os.getloadavg(), "cores:", os.cpu_count(), flush=True)
     results = images(

@@ -233,3 +233,21 @@ def test_the_two_core_preset_runs_its_case_and_its_targets(tmp_path: Path) -> No
     assert {row["name"] for row in results["targets"]} == {
         "2 cores: workers=1 / workers=0 (speed), stage >= 5 ms"
     }  # no Grain run: its ratio has no data, so it is not reported
+
+
+def test_a_round_counts_every_timed_epoch_not_the_median_one() -> None:
+    """A loader that reads far ahead makes uneven epochs (49, 6 and 6 ms a batch for
+    Grain with 2 processes on 2 cores); the whole timed stretch is what it delivered."""
+    results = _results(
+        "two-core",
+        w0=("pipeline", 0, [22], [22]),
+        w2=("pipeline", 2, [11], [11]),
+        g2=("grain", 2, [0], [0]),
+    )
+    results["runs"]["g2"][0]["host_ms"] = [49.0, 6.0, 6.0]
+    results["runs"]["w2"][0]["host_ms"] = [10.0, 11.0, 12.0]
+
+    summary = summarize(results)
+
+    assert summary["ratios"]["over_grain"]["per_round"] == [pytest.approx((49 + 6 + 6) / 33)]
+    assert summary["summary"]["g2"]["host_ms"] == {"mean": pytest.approx(61 / 3), "range": [6, 49]}
