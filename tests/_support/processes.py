@@ -1,5 +1,6 @@
 """Processes that tests start and wait for: whether a pid still runs, scripts that import
-this checkout and `tests/_support`, and busy loops that hold the CPUs."""
+this checkout and `tests/_support`, scripts that choose their own device count, and busy
+loops that hold the CPUs."""
 
 from __future__ import annotations
 
@@ -52,6 +53,23 @@ def write_script(folder: Path, text: str) -> tuple[Path, dict[str, str]]:
     script = folder / "parent.py"
     script.write_text(text)
     return script, script_environment()
+
+
+def run_own_devices(script: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`script` run by ``python -c`` from the checkout, with `script_environment()`, on
+    CPU and without this process's XLA_FLAGS (the script sets its own device count);
+    fails the test unless it exits 0."""
+    environment = {k: v for k, v in script_environment().items() if k != "XLA_FLAGS"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment | {"JAX_PLATFORMS": "cpu"},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
 
 
 @contextlib.contextmanager

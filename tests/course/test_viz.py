@@ -2,16 +2,13 @@
 
 import colorsys
 import dataclasses
-import os
 import re
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from _support.processes import run_own_devices
 from jax.sharding import Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 from matplotlib.colors import to_hex, to_rgb
@@ -317,15 +314,7 @@ _SIXTY_FOUR = textwrap.dedent(
 
 
 def test_64_devices_stay_legible() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _SIXTY_FOUR],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"},
-        cwd=Path(__file__).parents[2],
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_own_devices(_SIXTY_FOUR, timeout=300)
     assert "checked 6" in done.stdout
 
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from _support.processes import run_own_devices
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from matplotlib.colors import to_hex
@@ -163,15 +160,7 @@ _POD = textwrap.dedent(
 
 @pytest.mark.stress
 def test_a_pod_of_1024_hosts_is_drawn_per_host() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _POD],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"},
-        cwd=Path(__file__).parents[2],
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_own_devices(_POD, timeout=300)
     assert done.stdout.splitlines() == [
         "host 32 1024 showing the first 32 of 1024 hosts, on rows 0-255 of 8192 False",
         "host 32 1024 showing the first 32 of 1024 hosts, on rows 0-31 of 1024 True",

@@ -6,14 +6,12 @@ are in test_multiprocess.py.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
 import numpy as np
 import pytest
+from _support.processes import run_own_devices
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding
@@ -218,12 +216,5 @@ def test_plan_a_pod_of_1024_hosts_on_4096_simulated_devices() -> None:
 
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_own_devices(script, timeout=240)
     assert done.stdout.split() == ["ok", "8", "8"]
