@@ -91,6 +91,7 @@ class ProcStat:
 
     state: str  # "R", "S", "Z" (a zombie), ...
     parent: int
+    flags: int  # the kernel's PF_* flags of the process (<linux/sched.h>)
     start_time: int  # clock ticks since boot: with the pid, names the process for good
 
 
@@ -100,7 +101,7 @@ def proc_stat(pid: int) -> ProcStat | None:
     character, so the fields are read after its last ``)``."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return ProcStat(fields[0], int(fields[1]), int(fields[19]))
+        return ProcStat(fields[0], int(fields[1]), int(fields[6]), int(fields[19]))
     except (OSError, IndexError, ValueError):
         return None
 
@@ -114,6 +115,34 @@ def proc_children(pid: int) -> list[int]:
             with contextlib.suppress(OSError, ValueError):
                 found += [int(child) for child in (task / "children").read_text().split()]
     return found
+
+
+def proc_environ(pid: int) -> list[bytes] | None:
+    """`pid`'s environment as ``NAME=value`` entries, from ``/proc/<pid>/environ`` (Linux);
+    None when the process is gone, another user's, or there is no ``/proc``."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+
+
+def proc_resident_pages(pid: int) -> int | None:
+    """How many pages of memory `pid` holds in RAM, from ``/proc/<pid>/statm`` (Linux);
+    None when the process is gone or there is no ``/proc``."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_local_port_range() -> tuple[int, int] | None:
+    """The first and last port Linux hands out for outgoing connections, from
+    ``/proc/sys/net/ipv4/ip_local_port_range``; None where that is not known."""
+    try:
+        first, last = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(first), int(last)
+    except (OSError, ValueError):
+        return None
 
 
 def proc_pids() -> Iterator[int]:

@@ -26,7 +26,8 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
-from pathlib import Path
+
+from datarax._syscompat import proc_children, proc_environ, proc_pids, proc_stat
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
 _PF_EXITING, _PF_SIGNALED = 0x4, 0x400  # from <linux/sched.h>: a process's flags
@@ -46,47 +47,33 @@ def become_subreaper() -> bool:
 
 def start_time(pid: int) -> int | None:
     """When `pid` started (clock ticks since boot); None if it is gone, a zombie or unknown."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    stat = proc_stat(pid)
+    if stat is None or stat.state in ("Z", "X"):  # dead, waiting to be reaped: nothing to kill
         return None
-    if fields[0] in ("Z", "X"):  # dead, waiting to be reaped: nothing left to kill
-        return None
-    return int(fields[19])  # field 22 of proc_pid_stat(5)
+    return stat.start_time
 
 
 def ending(pid: int) -> bool:
     """Whether `pid` is on its way out on its own (Linux): a signal has ended it or it is
     exiting (``PF_SIGNALED``, ``PF_EXITING``, set before a core dump or the memory is
     freed), or it is dead and waiting to be reaped; False when unknown."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    stat = proc_stat(pid)
+    if stat is None:
         return False
-    return fields[0] in ("Z", "X") or bool(int(fields[6]) & (_PF_EXITING | _PF_SIGNALED))
-
-
-def children(pid: int) -> list[int]:
-    """The pids of `pid`'s children (Linux); [] when unknown."""
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                found.extend(int(word) for word in (task / "children").read_text().split())
-    return found
+    return stat.state in ("Z", "X") or bool(stat.flags & (_PF_EXITING | _PF_SIGNALED))
 
 
 def descendants(pid: int) -> set[Process]:
     """Every process below `pid` in the process tree, as (pid, start time)."""
     found: set[Process] = set()
-    waiting = children(pid)
+    waiting = proc_children(pid)
     while waiting:
         child = waiting.pop()
         started = start_time(child)
         if started is None or (child, started) in found:
             continue
         found.add((child, started))
-        waiting.extend(children(child))
+        waiting.extend(proc_children(child))
     return found
 
 
@@ -94,17 +81,11 @@ def marked(mark: str) -> set[Process]:
     """Every process whose environment holds ``MARK_VARIABLE=mark`` (Linux); else none."""
     entry = f"{MARK_VARIABLE}={mark}".encode()
     found: set[Process] = set()
-    with contextlib.suppress(OSError):
-        for folder in Path("/proc").iterdir():
-            if not folder.name.isdigit():
-                continue
-            try:
-                environment = (folder / "environ").read_bytes().split(b"\0")
-            except OSError:  # gone meanwhile, or another user's
-                continue
-            started = start_time(int(folder.name))
-            if entry in environment and started is not None:
-                found.add((int(folder.name), started))
+    for pid in proc_pids():
+        environment = proc_environ(pid)  # None: gone meanwhile, or another user's
+        started = start_time(pid)
+        if environment is not None and entry in environment and started is not None:
+            found.add((pid, started))
     return found
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import random
 import socket
-from pathlib import Path
+
+from datarax._syscompat import proc_local_port_range
 
 LOWEST = 10_000  # below: ports that well-known services and development servers use
 _IANA_EPHEMERAL = (49152, 65535)
@@ -23,11 +24,7 @@ _TRIES = 100
 
 def ephemeral_range() -> tuple[int, int]:
     """The ports this machine hands out for outgoing connections, first and last."""
-    try:
-        first, last = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(first), int(last)
-    except (OSError, ValueError):
-        return _IANA_EPHEMERAL
+    return proc_local_port_range() or _IANA_EPHEMERAL
 
 
 def _bindable(port: int) -> bool:

@@ -20,17 +20,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from datarax._syscompat import proc_pids, proc_resident_pages, proc_stat
+
 _STOPPED_FOR = 1.0  # seconds a process may stay stopped before it counts as stopped
 
 
 def _parents() -> dict[int, tuple[int, str]]:
     """{pid: (parent pid, state)} of every process /proc shows, or {} without /proc."""
-    found = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            after_name = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            found[int(entry.name)] = (int(after_name[1]), after_name[0])
-    return found
+    stats = {pid: proc_stat(pid) for pid in proc_pids()}
+    return {pid: (stat.parent, stat.state) for pid, stat in stats.items() if stat is not None}
 
 
 def descendants(roots: set[int]) -> set[int]:
@@ -64,11 +62,7 @@ def resident_bytes(pids: set[int]) -> int:
         >>> resident_bytes({os.getpid()}) > 0
         True
     """
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
-    return total
+    return sum(pages * _PAGE for pid in pids if (pages := proc_resident_pages(pid)))
 
 
 def _kill_all(process: subprocess.Popen[bytes], children_before: set[int]) -> None:

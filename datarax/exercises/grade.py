@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import datarax
+from datarax._syscompat import proc_stat
 from datarax.distributed import setup_devices
 from datarax.distributed._descendants import become_subreaper
 from datarax.exercises import _keys, _sandbox
@@ -159,10 +160,10 @@ def _lineage() -> list[int]:
     pids, pid = [], os.getpid()
     while pid > 1 and pid not in pids:
         pids.append(pid)
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):  # no /proc: this process alone
+        stat = proc_stat(pid)
+        if stat is None:  # no /proc: this process alone
             break
+        pid = stat.parent
     return pids
 
 
