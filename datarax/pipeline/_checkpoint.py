@@ -11,10 +11,10 @@ So a job saved by 2 hosts resumes at exactly the next batch on 1, 2 or 4.
 A save never loses the last good step: it is synchronous (no background thread
 outlives it), the state is checked before anything is written or deleted, and older
 steps are deleted only once the new one is complete. A save that fails (a full or
-read-only disk, an interrupt) removes its temporary folder and raises
-`CheckpointSaveError`, and the steps saved before stay listed and restorable; a
-process killed mid-save leaves a temporary folder that the next save into that
-directory removes.
+read-only disk) removes its temporary folder and raises `CheckpointSaveError`, and the
+steps saved before stay listed and restorable. A Ctrl-C during a save lets the step
+finish, then raises `KeyboardInterrupt` (a second one stops at once); a process killed
+mid-save leaves a temporary folder that the next save into that directory removes.
 
 A step is saved once. A save re-reads the steps on disk, so it refuses a step that any
 `Checkpoints` object or process saved, and on a local or shared file system it holds
@@ -45,6 +45,7 @@ from datarax._validate import check_int
 from datarax.errors import CheckpointSaveError
 from datarax.pipeline._checkpoint_checks import check_model, checkpoint_directory
 from datarax.pipeline._checkpoint_steps import agreed_step, read_step
+from datarax.pipeline._interrupt import finish_before_ctrl_c
 from datarax.pipeline._state import check_pipeline_state
 from datarax.sharding._exchange import exchange
 
@@ -176,6 +177,8 @@ class Checkpoints:
                 array); the error names the leaf.
             CheckpointSaveError: writing failed (e.g. the disk is full or read-only).
                 The temporary folder is removed and the steps saved before stay.
+            KeyboardInterrupt: Ctrl-C during the save, raised once the step is complete
+                (a second Ctrl-C raises at once; the next save removes what it left).
         """
         step = check_int("step", step, minimum=0)
         state = pipeline if isinstance(pipeline, dict) else pipeline.get_state()
@@ -215,8 +218,9 @@ class Checkpoints:
 
     def _save(self, step: int, args: Any) -> None:
         try:
-            self._manager.save(step, args=args, force=True)
-            self._manager.wait_until_finished()
+            with finish_before_ctrl_c(f"saving step {step}"):  # Orbax's threads go on
+                self._manager.save(step, args=args, force=True)
+                self._manager.wait_until_finished()
         except BaseException as error:
             folders = self._remove_tmp_folders(step)
             self._manager.reload()  # the steps on disk, not the failed save's view

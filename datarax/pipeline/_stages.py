@@ -4,8 +4,9 @@ A stage is any callable ``batch -> batch`` (a function, an ``nnx.Module``). Runn
 the rules are the same in this process and in a worker: a `StopIteration` that escapes a
 stage is an error (it would end the epoch in silence), and an exception a stage raises
 keeps its type, with a note naming the stage. Host batches are read-only, so when a
-stage given read-only arrays raises a ValueError, the note says so and how to return
-new arrays instead.
+stage given read-only arrays raises numpy's error for a write into one (a ValueError
+saying "... is read-only"), the note says so and how to return new arrays instead; no
+other ValueError gets that advice.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def stop_iteration_error(where: str, error: StopIteration) -> StageStopIteration
     )
 
 
+def _wrote_into_read_only(error: Exception, batch: Batch) -> bool:
+    """Whether `error` is numpy's refusal to write into a read-only array of `batch`
+    ("assignment destination is read-only", "output array is read-only", ...)."""
+    return isinstance(error, ValueError) and "read-only" in str(error) and _holds_read_only(batch)
+
+
 def _holds_read_only(batch: Batch) -> bool:
     return any(
         isinstance(leaf, np.ndarray) and not leaf.flags.writeable
@@ -52,7 +59,7 @@ def call_stage(stage: Stage, where: str, batch: Batch) -> Batch:
         raise stop_iteration_error(where, error) from error
     except Exception as error:
         note = f"Raised by {where} of the pipeline."
-        if isinstance(error, ValueError) and _holds_read_only(batch):
+        if _wrote_into_read_only(error, batch):
             note += (
                 " Its batch held read-only arrays (a pipeline's host batches are views of "
                 "the source, which must not change): a stage that writes into its batch in "

@@ -6,13 +6,15 @@ it on devices (global batches), in the device stages, and the time the caller sp
 between taking this batch and asking for the next (its step). With workers, reading,
 the stages and the move into the slot happen in a worker, side by side with the other
 workers and with this process; the rest happens here. A few clock reads per batch: the
-cost is microseconds, so it is always on, over the last `KEEP` batches.
+cost is microseconds, so it is always on, over the last `KEEP` batches. A report can be
+asked for from any thread while another iterates: it reads a copy taken under a lock.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
 import time
 
 KEEP = 256  # batches a pipeline remembers the times of
@@ -84,6 +86,7 @@ class Timings:
 
     def __init__(self) -> None:
         self._batches: collections.deque[BatchTimes] = collections.deque(maxlen=KEEP)
+        self._lock = threading.Lock()  # a report copies the times while a batch is added
         self._returned: float | None = None  # when the last batch went to the caller
         self._step = 0.0
 
@@ -95,7 +98,8 @@ class Timings:
     def returned(self, times: BatchTimes) -> None:
         """A batch with `times` goes to the caller now."""
         times.step = self._step
-        self._batches.append(times)
+        with self._lock:
+            self._batches.append(times)
         self._returned = time.perf_counter()
 
     def epoch_ended(self) -> None:
@@ -103,12 +107,14 @@ class Timings:
         self._returned = None
 
     def report(self, workers: int, in_workers: bool, choice: str) -> TimeReport:
-        """The means over the batches remembered."""
-        count = len(self._batches)
+        """The means over the batches remembered (safe from any thread)."""
+        with self._lock:
+            batches = list(self._batches)
+        count = len(batches)
         ms = {
-            part: 1e3 * sum(getattr(times, part) for times in self._batches) / max(count, 1)
+            part: 1e3 * sum(getattr(times, part) for times in batches) / max(count, 1)
             for part in PARTS
         }
         in_worker = ("read", "stages", "move") if in_workers else ()
-        start = sum(times.start for times in self._batches)
+        start = sum(times.start for times in batches)
         return TimeReport(count, workers, ms, in_worker, start, choice)
