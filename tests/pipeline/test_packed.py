@@ -1,0 +1,160 @@
+"""Packed: rows planned from document lengths alone, every token in exactly one row."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.pipeline import Documents, Packed, Pipeline
+from datarax.pipeline._packing_plan import plan_first_fit
+
+
+def _documents(lengths: np.ndarray) -> Documents:
+    """Document i holds 100_000 * i + 0, 1, ...: every token names its document and place."""
+    return Documents([100_000 * i + np.arange(n) for i, n in enumerate(lengths.tolist())])
+
+
+def _lognormal(count: int, length: int, seed: int = 0) -> np.ndarray:
+    """Lengths drawn log-normally around half a row, at least 1."""
+    draws = np.random.default_rng(seed).lognormal(np.log(length / 2), 0.6, count)
+    return np.maximum(draws.astype(np.int64), 1)
+
+
+class NoReading:
+    """Documents whose lengths are known but which must not be read."""
+
+    def __init__(self, lengths: np.ndarray):
+        self.lengths = lengths
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        raise AssertionError("the plan read a document")
+
+
+def _check_rows(packed: Packed, lengths: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """Every token of every document in exactly one row, with segment ids and positions
+    as promised; returns the rows."""
+    rows = [packed[r] for r in range(len(packed))]
+    seen = {i: np.zeros(n, int) for i, n in enumerate(lengths.tolist())}
+    for row in rows:
+        assert {k: (v.dtype, v.shape) for k, v in row.items()} == {
+            k: (np.dtype(np.int32), (packed.length,))
+            for k in ("tokens", "segment_ids", "positions")
+        }
+        segments, positions, tokens = row["segment_ids"], row["positions"], row["tokens"]
+        used = segments > 0
+        assert not np.any(np.diff(used.astype(int)) > 0), "padding only at the end"
+        pieces = segments[used]
+        assert pieces.tolist() == sorted(pieces.tolist())
+        assert set(pieces.tolist()) == set(range(1, int(pieces.max(initial=0)) + 1))
+        for piece in range(1, int(pieces.max(initial=0)) + 1):
+            where = segments == piece
+            assert positions[where].tolist() == list(range(int(where.sum())))
+            doc, offsets = np.divmod(tokens[where], 100_000)
+            assert len(set(doc.tolist())) == 1 and np.all(np.diff(offsets) == 1)
+            seen[int(doc[0])][offsets] += 1
+        assert not tokens[~used].any() and not positions[~used].any()
+    assert all((counts == 1).all() for counts in seen.values())
+    return rows
+
+
+@pytest.mark.parametrize("method", ["first_fit", "concat"])
+@pytest.mark.parametrize("rngs", [None, 7])
+def test_every_token_is_in_exactly_one_row(method: str, rngs: int | None) -> None:
+    lengths = np.random.default_rng(1).integers(0, 70, 300)
+    lengths[::11] = 0
+    packed = Packed(
+        _documents(lengths), 32, method=method, rngs=None if rngs is None else nnx.Rngs(rngs)
+    )
+    rows = _check_rows(packed, lengths)
+    assert packed.num_tokens == lengths.sum() and packed.empty_documents == (lengths == 0).sum()
+    assert packed.fill == pytest.approx(lengths.sum() / (len(rows) * 32))
+    if method == "concat":  # every row full but the last
+        assert all((row["segment_ids"] > 0).all() for row in rows[:-1])
+
+
+def test_first_fit_keeps_a_document_that_fits_whole_in_one_row() -> None:
+    lengths = np.random.default_rng(2).integers(1, 80, 200)
+    packed = Packed(_documents(lengths), 32, rngs=nnx.Rngs(0))
+    rows_of = {}
+    for r in range(len(packed)):
+        for doc in packed.pieces(r)["document"].tolist():
+            rows_of.setdefault(doc, []).append(r)
+    for doc, rows in rows_of.items():
+        assert len(rows) == -(-lengths[doc] // 32), (doc, lengths[doc], rows)
+    full_rows = [packed.pieces(r) for r in range(len(packed)) if len(packed.pieces(r)["size"]) == 1]
+    assert any(int(p["size"][0]) == 32 for p in full_rows)  # documents longer than a row
+
+
+def test_first_fit_fills_its_rows_and_plans_a_million_documents_small() -> None:
+    lengths = _lognormal(20_000, 2048)
+    assert Packed(NoReading(lengths), 2048).fill >= 0.95
+    many = _lognormal(1_000_000, 2048, seed=1)
+    order = np.arange(len(many))
+    plan = plan_first_fit(many, order, 2048)
+    assert plan.nbytes / len(many) <= 16
+    assert Packed(NoReading(many), 2048, method="concat").plan.nbytes / len(many) <= 16
+
+
+def test_the_plan_reads_no_document_and_is_the_same_wherever_made() -> None:
+    lengths = _lognormal(5_000, 128)
+    one = Packed(NoReading(lengths), 128, rngs=nnx.Rngs(3))
+    again = Packed(NoReading(lengths.copy()), 128, rngs=nnx.Rngs(3))
+    other = Packed(NoReading(lengths), 128, rngs=nnx.Rngs(4))
+    pieces = [one.pieces(r)["document"].tolist() for r in range(50)]
+    assert pieces == [again.pieces(r)["document"].tolist() for r in range(50)]
+    assert pieces != [other.pieces(r)["document"].tolist() for r in range(50)]
+
+
+def test_a_pickled_packed_plans_again_and_gives_the_same_rows() -> None:
+    lengths = np.random.default_rng(5).integers(1, 50, 400)
+    documents = Documents([np.arange(n) for n in lengths], lengths=lengths)
+    packed = Packed(documents, 64, rngs=nnx.Rngs(1))
+    data = pickle.dumps(packed)
+    assert len(data) - len(pickle.dumps(documents)) < 500  # the arguments, not the plan
+    copy = pickle.loads(data)
+    for r in (0, 5, len(packed) - 1):
+        assert all((copy[r][k] == packed[r][k]).all() for k in packed[r])
+
+
+def test_a_pipeline_over_packed_rows_is_any_random_access_source() -> None:
+    lengths = np.random.default_rng(6).integers(1, 40, 200)
+    packed = Packed(_documents(lengths), 16, rngs=nnx.Rngs(0))
+    pipeline = Pipeline(source=packed, batch_size=8, shuffle=True, rngs=nnx.Rngs(2))
+    order = pipeline.epoch_order(0)
+    for k, batch in enumerate(pipeline):
+        for key in ("tokens", "segment_ids", "positions"):
+            expected = np.stack([packed[int(r)][key] for r in order[8 * k : 8 * (k + 1)]])
+            np.testing.assert_array_equal(batch[key], expected)
+    assert k == len(packed) // 8 - 1
+
+
+def test_a_document_changed_after_planning_is_named() -> None:
+    class Grown(NoReading):  # document 1 has grown by a token since its length was read
+        def __getitem__(self, index: int) -> np.ndarray:
+            return np.arange([5, 4][index])
+
+    packed = Packed(Grown(np.array([5, 3])), 8)
+    with pytest.raises(ValueError, match="Document 1 has shape"):
+        packed[0]
+
+
+def test_bad_arguments_are_named() -> None:
+    docs = _documents(np.array([3, 4]))
+    with pytest.raises(ValueError, match="length must be an int >= 1"):
+        Packed(docs, 0)
+    with pytest.raises(TypeError, match="length must be an int"):
+        Packed(docs, 8.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="method must be 'first_fit' or 'concat'"):
+        Packed(docs, 8, method="best_fit")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"wrap a list of token arrays as Documents\(the_list\)"):
+        Packed([np.arange(3)], 8)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"rngs must be an nnx\.Rngs"):
+        Packed(docs, 8, rngs=0)  # type: ignore[arg-type]
+    with pytest.raises(IndexError, match="row 9 is out of range for 1 packed rows"):
+        Packed(docs, 8)[9]
