@@ -52,9 +52,9 @@ def test_the_order_follows_from_rngs_and_a_source_keeps_its_order_beside_others(
     two = Mixture({"web": sources["web"], "code": sources["code"]}, [1, 1], rngs=nnx.Rngs(0))
 
     def webs(mixture: Mixture) -> list[int]:
-        return [
-            _origin(mixture[i])[1] for i in range(len(mixture)) if mixture.source_of(i) == "web"
-        ]
+        """Web's documents in the mixture's order, as many as the shorter mixture holds."""
+        names = [mixture.source_of(i) for i in range(len(mixture))]
+        return [_origin(mixture[i])[1] for i, name in enumerate(names) if name == "web"][:500]
 
     assert webs(two) == webs(one)
     copy = pickle.loads(pickle.dumps(one))
