@@ -5,6 +5,7 @@ Each returns plain numpy/python values; the test process makes the assertions.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import threading
@@ -485,6 +486,60 @@ def epoch_end_checks() -> dict[str, Any]:
     return results
 
 
+class CountingDocuments:
+    """Token documents of lengths 1-40 (document i holds 1000 * i + 0, 1, ...) that
+    remember which documents this host read."""
+
+    def __init__(self, count: int, seed: int):
+        self.lengths = np.random.default_rng(seed).integers(1, 41, count)
+        self.reads: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        self.reads.append(int(index))
+        return 1000 * int(index) + np.arange(self.lengths[index])
+
+
+def packed_checks(batches_before_save: int = 2) -> dict[str, Any]:
+    """Pipeline(sharding=...) over rows packed from a mixture of two document sources:
+    each host's global batches, the documents it read for each, and the batches after
+    resuming from the state saved after `batches_before_save` batches."""
+    from datarax.pipeline import Mixture, Packed
+
+    sharding, _ = _layouts()["all_hosts_1d"]
+    sources = {"web": CountingDocuments(300, 1), "code": CountingDocuments(200, 2)}
+    packed = Packed(Mixture(sources, {"web": 3, "code": 1}, rngs=nnx.Rngs(4)), 32)
+
+    def pipeline() -> Pipeline:
+        return Pipeline(
+            source=packed, batch_size=16, shuffle=True, rngs=nnx.Rngs(6), sharding=sharding
+        )
+
+    tokens, reads = [], []
+    for batch in pipeline():
+        tokens.append(_gather(batch["tokens"]).tolist())
+        reads.append({name: sorted(set(source.reads)) for name, source in sources.items()})
+        for source in sources.values():
+            source.reads.clear()
+    first = pipeline()
+    for _ in itertools.islice(iter(first), batches_before_save):
+        pass
+    resumed = pipeline()
+    resumed.set_state(first.get_state())
+    rest = [_gather(batch["tokens"]).tolist() for batch in resumed]
+    mine = RowLedger(sharding, 16).rows_of_host(jax.process_index())
+    return {
+        "tokens": tokens,
+        "reads": reads,
+        "order": pipeline().epoch_order(0).tolist(),
+        "mine": mine.tolist(),
+        "state": first.get_state(),
+        "resumed": rest,
+    }
+
+
 def two_host_checks() -> dict[str, Any]:
     """Every 2-process check in one cluster, so the tests start it only once."""
     return {
@@ -498,6 +553,7 @@ def two_host_checks() -> dict[str, Any]:
         "global_pipeline": global_pipeline_checks(),
         "epoch_end": epoch_end_checks(),
         "held_sharder": held_sharder_checks(),
+        "packed": packed_checks(),
     }
 
 
@@ -507,4 +563,5 @@ def four_host_checks() -> dict[str, Any]:
         "one_d": one_d_checks(),
         "layouts": layout_checks(),
         "global_pipeline": global_pipeline_checks(),
+        "packed": packed_checks(),
     }

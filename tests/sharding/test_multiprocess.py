@@ -462,3 +462,34 @@ def test_however_the_sharder_is_held_the_hosts_agree(two_host_runs: list[Process
             assert "in epoch 0: 5 on process 0, 3 on process 1" in text
         assert "different uneven_hosts: 'stop' on process 0, 'raise' on process 1" in got["mixed"]
         assert "batch['x'] has shape (4, 4) (rank 2), but the PartitionSpec" in got["rank"]
+
+
+@pytest.mark.multihost
+def test_packed_mixture_rows_are_one_global_batch_on_2_and_4_hosts(
+    two_host_runs: list[ProcessResult], four_host_runs: list[ProcessResult]
+) -> None:
+    """Rows packed from a mixture: the batches of one process on 2 and 4 hosts, each host
+    reading only the documents of its rows, and the state saved on 2 hosts resumed on 4."""
+    from flax import nnx
+
+    from datarax.pipeline import Mixture, Packed, Pipeline
+
+    sources = {"web": checks.CountingDocuments(300, 1), "code": checks.CountingDocuments(200, 2)}
+    mixture = Mixture(sources, {"web": 3, "code": 1}, rngs=nnx.Rngs(4))
+    packed = Packed(mixture, 32)
+    alone = Pipeline(source=packed, batch_size=16, shuffle=True, rngs=nnx.Rngs(6))
+    reference = [batch["tokens"].tolist() for batch in alone]
+    order = alone.epoch_order(0)
+    assert len(reference) == len(packed) // 16 >= 4
+    saved = [run.value["packed"]["state"] for run in two_host_runs]
+    for runs in (two_host_runs, four_host_runs):
+        for run in runs:
+            got = run.value["packed"]
+            assert got["order"] == order.tolist()
+            assert got["tokens"] == reference, (len(runs), run.process_index)
+            for k, reads in enumerate(got["reads"]):
+                rows = order[16 * k : 16 * (k + 1)][got["mine"]]
+                wanted = mixture.documents_of(packed.documents_of(rows))
+                assert reads == {name: docs.tolist() for name, docs in wanted.items()}
+            assert got["state"] == saved[0]  # the state names no process
+            assert got["resumed"] == reference[2:]
