@@ -158,3 +158,16 @@ def test_bad_arguments_are_named() -> None:
         Packed(docs, 8, rngs=0)  # type: ignore[arg-type]
     with pytest.raises(IndexError, match="row 9 is out of range for 1 packed rows"):
         Packed(docs, 8)[9]
+
+
+def test_workers_make_the_rows_that_this_process_makes() -> None:
+    lengths = np.random.default_rng(8).integers(1, 40, 300)
+    packed = Packed(_documents(lengths), 16, method="concat", rngs=nnx.Rngs(0))
+
+    def batches(workers: int) -> list[list[int]]:
+        pipeline = Pipeline(
+            source=packed, batch_size=8, shuffle=True, rngs=nnx.Rngs(2), workers=workers
+        )
+        return [batch["tokens"].tolist() for batch in pipeline]
+
+    assert batches(2) == batches(0)
