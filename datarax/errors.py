@@ -362,3 +362,70 @@ class CheckpointDamagedError(DataraxError, ValueError, KeyError):
 
     def __str__(self) -> str:  # KeyError would show the message in quotes
         return str(self.args[0]) if self.args else ""
+
+
+# Token documents.
+
+
+class DocumentError(DataraxError, ValueError):
+    """A document is not a 1-D array of integers (floats, 2-D, text, null, a record
+    without the field holding its tokens), or has another length than its entry in
+    ``lengths``.
+
+    Attributes:
+        index: the document's index in its `Documents`; None where a whole file or
+            column is at fault.
+        path: the file it is in; None for documents in memory.
+    """
+
+    def __init__(self, message: str, *, index: int | None, path: str | None = None):
+        super().__init__(message)
+        self.index, self.path = index, path
+
+
+class DocumentFieldError(DocumentError):
+    """The field that holds the tokens is missing, or is not a list of integers.
+
+    Attributes:
+        field: the field asked for, e.g. ``"tokens"``.
+        columns: the fields there are, e.g. ``("text", "input_ids")``.
+        index: the document that lacks it; None where a whole file or column does.
+        path: the file; None for documents in memory.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str,
+        columns: Sequence[str] = (),
+        index: int | None = None,
+        path: str | None = None,
+    ):
+        super().__init__(message, index=index, path=path)
+        self.field, self.columns = field, tuple(columns)
+
+
+class DocumentFileNotFoundError(DataraxError, FileNotFoundError):
+    """A path or glob pattern given as documents names no file.
+
+    Attributes:
+        pattern: the path or pattern, as given.
+    """
+
+    def __init__(self, message: str, *, pattern: str):
+        super().__init__(message)
+        self.pattern = pattern
+
+
+class DocumentFormatError(DataraxError, ValueError):
+    """A file given as documents is of a format `Documents` does not read (told by its
+    extension).
+
+    Attributes:
+        path: the file.
+    """
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(message)
+        self.path = path

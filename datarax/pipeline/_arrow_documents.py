@@ -1,0 +1,139 @@
+"""Documents held in an Arrow list column: a Parquet file's row groups, or a Hugging Face
+`datasets.Dataset`.
+
+Lengths come from the column's list offsets and documents from its flat values, both as
+numpy arrays: no token becomes a Python object. Imported only where such data is given
+(it imports pyarrow).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from datarax.errors import DocumentError, DocumentFieldError
+from datarax.pipeline._document_values import check_count, read_only, where
+
+
+def check_column(schema: pa.Schema, field: str, path: str | None, what: str) -> pa.DataType:
+    """The type of column `field` of `schema`, once it is a list of integers; `what`
+    names the data for errors, e.g. ``"the dataset"``.
+
+    Raises:
+        DocumentFieldError: there is no such column, or it holds something else.
+    """
+    columns = list(schema.names)
+    if field not in columns:
+        raise DocumentFieldError(
+            f"{what[:1].upper()}{what[1:]} has no column {field!r}; its columns are "
+            f"{columns}. Pass field= the "
+            "one that holds the token ids.",
+            field=field,
+            columns=columns,
+            path=path,
+        )
+    kind = schema.field(field).type
+    is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind)
+    if not (is_list or pa.types.is_fixed_size_list(kind)) or not pa.types.is_integer(
+        kind.value_type
+    ):
+        raise DocumentFieldError(
+            f"Column {field!r} of {what} is of type {kind}, not a list of integers. "
+            "Documents reads token ids: tokenize the text first, or pass field= the column "
+            "that holds the ids.",
+            field=field,
+            columns=columns,
+            path=path,
+        )
+    return kind
+
+
+def _null_error(kind: str, index: int, path: str | None) -> DocumentError:
+    return DocumentError(
+        f"{where(index, path)} {kind}; a document must be a list of token ids. Drop or "
+        "fill the nulls in the data.",
+        index=index,
+        path=path,
+    )
+
+
+def list_lengths(column: pa.ChunkedArray, documents: np.ndarray, path: str | None) -> np.ndarray:
+    """Each list's length in `column` (int64), read from its offsets; `documents` are
+    the lists' indices in their `Documents`, for errors.
+
+    Raises:
+        DocumentError: a document is null, or holds a null token.
+    """
+    parts, start = [np.zeros(0, np.int64)], 0
+    for chunk in column.chunks:
+        if chunk.null_count:
+            row = start + np.flatnonzero(chunk.is_null().to_numpy(zero_copy_only=False))[0]
+            raise _null_error("is null", int(documents[row]), path)
+        parts.append(chunk.value_lengths().to_numpy().astype(np.int64))
+        values = chunk.flatten()
+        if values.null_count:
+            position = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]
+            row = start + np.searchsorted(np.cumsum(parts[-1]), position, side="right")
+            raise _null_error("holds a null token", int(documents[row]), path)
+        start += len(chunk)
+    return np.concatenate(parts)
+
+
+def split_documents(
+    column: pa.ChunkedArray, documents: np.ndarray, path: str | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`column`'s tokens as one flat array and each list's offsets into it (list `k` is
+    ``values[offsets[k]:offsets[k + 1]]``); `documents` as for `list_lengths`."""
+    counts = list_lengths(column, documents, path)
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    flat = [chunk.flatten().to_numpy() for chunk in column.chunks]
+    values = flat[0] if len(flat) == 1 else np.concatenate([np.zeros(0, np.int64), *flat])
+    return values, offsets
+
+
+def copies(
+    values: np.ndarray, offsets: np.ndarray, which: Sequence[int] | np.ndarray
+) -> list[np.ndarray]:
+    """Documents `which` of a split column, each a read-only copy (no view keeps the
+    whole column alive)."""
+    return [read_only(values[offsets[k] : offsets[k + 1]].copy()) for k in which]
+
+
+class DatasetDocuments:
+    """A Hugging Face `datasets.Dataset`'s documents, read from its Arrow table (through
+    its indices mapping, after ``select`` or ``shuffle``)."""
+
+    def __init__(self, dataset: Any, field: str, lengths: np.ndarray | None):
+        self.dataset, self.field = dataset, field
+        self._rows: np.ndarray | None = None
+        check_column(dataset.data.schema, field, None, "the dataset")
+        if lengths is None:
+            everything = np.arange(len(dataset))
+            lengths = list_lengths(self._column(everything), everything, None)
+        else:
+            check_count(lengths, len(dataset), "the dataset")
+        self.lengths = read_only(lengths)
+
+    def _column(self, indices: np.ndarray) -> pa.ChunkedArray:
+        """The rows of the field's column that hold documents `indices`."""
+        column = self.dataset.data.column(self.field)
+        mapping = getattr(self.dataset, "_indices", None)  # set by select, shuffle, ...
+        if mapping is not None:
+            rows = self._rows
+            if rows is None:
+                rows = self._rows = mapping.column(0).to_numpy()
+            indices = rows[indices]
+        elif len(indices) == len(column) and np.array_equal(indices, np.arange(len(column))):
+            return column
+        return column.take(pa.array(indices))
+
+    def read(self, indices: np.ndarray) -> list[np.ndarray]:
+        values, offsets = split_documents(self._column(indices), indices, None)
+        return copies(values, offsets, range(len(indices)))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_rows": None}  # the dataset pickles its own mapping

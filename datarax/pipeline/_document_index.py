@@ -1,0 +1,167 @@
+"""A documents file's index: computed once, cached on disk, checked against the file.
+
+An index is a few arrays (the documents' lengths, where each one lies in the file). It
+is cached in one ``.npz`` per file and field, valid for the file's absolute path, size,
+modification time (``st_mtime_ns``) and field: a changed file finds its entry stale and
+is indexed afresh (its entry is then replaced). Entries are written to a temporary file
+and moved into place, so a reader never sees half of one; a cache folder that cannot be
+written means no caching, never an error.
+
+`IndexedFile` is what a file of one format builds on: its copy in a worker process
+pickles only the path, field, stamp and cache folder, and reloads the index there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from datarax.errors import SourceFileChangedError
+
+Stamp = tuple[int, int]  # (size in bytes, st_mtime_ns)
+Index = dict[str, np.ndarray]
+_VERSION = "1"  # part of every entry's key: a new layout of entries makes old ones stale
+
+
+def default_cache_dir() -> str:
+    """``$XDG_CACHE_HOME/datarax-sharding/documents``, else under ``~/.cache``.
+
+    Example:
+        >>> default_cache_dir().endswith(os.path.join("datarax-sharding", "documents"))
+        True
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return os.path.join(base, "datarax-sharding", "documents")
+
+
+def stamp_of(path: str) -> Stamp:
+    """`path`'s size and modification time (``st_mtime_ns``); OSError where it is gone."""
+    stat = os.stat(path)
+    return stat.st_size, stat.st_mtime_ns
+
+
+def changed_error(path: str, then: Stamp, why: str) -> SourceFileChangedError:
+    return SourceFileChangedError(
+        f"The documents file {path} is no longer as it was when its Documents was built "
+        f"({then[0]} bytes, st_mtime_ns {then[1]}): {why}. The lengths and offsets read "
+        "then no longer describe it; build a new Documents over the file as it is now.",
+        path=path,
+    )
+
+
+def check_stamp(path: str, then: Stamp) -> None:
+    """Raises `SourceFileChangedError` naming `path` when its size or mtime moved."""
+    try:
+        now = stamp_of(path)
+    except OSError as error:
+        raise changed_error(path, then, f"it cannot be found or read ({error})") from None
+    if now[0] != then[0]:
+        raise changed_error(path, then, f"it has {now[0]} bytes now")
+    if now[1] != then[1]:
+        raise changed_error(path, then, f"it was modified (st_mtime_ns {now[1]} now)")
+
+
+def _entry(cache_dir: str, kind: str, path: str, field: str) -> str:
+    """The one entry of `path` and `field`: a stale one is replaced, not kept beside."""
+    name = hashlib.sha256(f"{kind}\0{path}\0{field}".encode()).hexdigest()[:32]
+    return os.path.join(cache_dir, f"{name}.npz")
+
+
+def _key(kind: str, path: str, field: str, stamp: Stamp) -> str:
+    return f"v{_VERSION}\0{kind}\0{path}\0{field}\0{stamp[0]}\0{stamp[1]}"
+
+
+def load_index(cache_dir: str, kind: str, path: str, field: str, stamp: Stamp) -> Index | None:
+    """The cached index of `path` at `stamp`, or None (no entry, a stale or damaged one)."""
+    entry = _entry(cache_dir, kind, path, field)
+    try:
+        with np.load(entry, allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    if "key" not in arrays or str(arrays.pop("key")) != _key(kind, path, field, stamp):
+        return None
+    return arrays
+
+
+def save_index(
+    cache_dir: str, kind: str, path: str, field: str, stamp: Stamp, index: Index
+) -> None:
+    """Writes `index` as `path`'s entry at `stamp`; does nothing where that fails."""
+    entry = _entry(cache_dir, kind, path, field)
+    temporary = None
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
+        with os.fdopen(handle, "wb") as file:
+            arrays: dict[str, Any] = {**index, "key": np.array(_key(kind, path, field, stamp))}
+            np.savez(file, **arrays)
+        os.replace(temporary, entry)
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+
+
+class IndexedFile:
+    """One documents file: its index, loaded once per process, and reads that check it.
+
+    A subclass sets `kind`, `_compute` (the index from the file; with ``"lengths"`` when
+    asked) and `_read` (documents by their index within the file, in the order asked).
+    `first` is the global index of the file's first document, for error messages.
+    """
+
+    kind: ClassVar[str]
+
+    def __init__(self, path: str, field: str, cache_dir: str, *, first: int, with_lengths: bool):
+        self.path, self.field, self.cache_dir, self.first = path, field, cache_dir, first
+        self.stamp = stamp_of(path)
+        self.given: np.ndarray | None = None  # lengths the caller passed, once checked
+        self._with_lengths = with_lengths
+        self._index: Index | None = self._load()  # now: bad input fails here, not in a worker
+
+    def _load(self) -> Index:
+        check_stamp(self.path, self.stamp)
+        index = load_index(self.cache_dir, self.kind, self.path, self.field, self.stamp)
+        if index is None or (self._with_lengths and "lengths" not in index):
+            index = self._compute(self._with_lengths)
+            check_stamp(self.path, self.stamp)  # not changed while it was read
+            save_index(self.cache_dir, self.kind, self.path, self.field, self.stamp, index)
+        return index
+
+    @property
+    def index(self) -> Index:
+        """The index, loaded (from the cache, or the file) on first use in each process."""
+        if self._index is None:
+            self._index = self._load()
+        return self._index
+
+    @property
+    def count(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.given if self.given is not None else self.index["lengths"]
+
+    def read(self, local: np.ndarray) -> list[np.ndarray]:
+        """Documents `local` (indices within this file, in range), in that order."""
+        check_stamp(self.path, self.stamp)
+        return self._read(local)
+
+    def _compute(self, with_lengths: bool) -> Index:
+        raise NotImplementedError
+
+    def _read(self, local: np.ndarray) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_index"] = None  # reloaded from the cache, or computed again, where needed
+        return state

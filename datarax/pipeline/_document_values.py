@@ -1,0 +1,122 @@
+"""What a document is: a read-only 1-D numpy array of integers, checked where it enters.
+
+Shared by every kind of `Documents`: `as_document` turns one record (an array, a list of
+ints, a dict holding the tokens) into a document or names what is wrong with it, and
+`check_lengths` validates lengths a caller passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from datarax.errors import DocumentError, DocumentFieldError
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """`array`, or a read-only view of it when it is writeable (the caller's stays so)."""
+    if array.flags.writeable:
+        array = array.view()
+        array.setflags(write=False)
+    return array
+
+
+def where(index: int, path: str | None, place: str = "") -> str:
+    """How an error names a document: ``document 3`` or ``document 3 (line 4 of f.jsonl)``."""
+    if path is None:
+        return f"document {index}"
+    return f"document {index} ({place + ' of ' if place else 'in '}{path})"
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of dtype {value.dtype} and shape {value.shape}"
+    return f"a {type(value).__name__}: {value!r:.60}"
+
+
+def as_document(
+    record: Any, index: int, field: str, path: str | None = None, place: str = ""
+) -> np.ndarray:
+    """The document in `record` (1-D integers, or a mapping holding them under `field`)
+    as a read-only array of its own dtype; a list of Python ints becomes int64, and an
+    empty list an empty int64 array.
+
+    Raises:
+        DocumentFieldError: `record` is a mapping without `field`.
+        DocumentError: the tokens are not 1-D integers.
+
+    Example:
+        >>> as_document({"tokens": [5, 6, 7]}, 0, "tokens")
+        array([5, 6, 7])
+    """
+    name = where(index, path, place)
+    tokens = record
+    if isinstance(record, Mapping):
+        if field not in record:
+            keys = [str(key) for key in record]
+            raise DocumentFieldError(
+                f"{name} has no field {field!r}; its fields are {keys}. Pass field= the one "
+                "that holds the tokens.",
+                field=field,
+                columns=keys,
+                index=index,
+                path=path,
+            )
+        tokens = record[field]
+    if isinstance(tokens, (str, bytes)):
+        array = None
+    else:
+        try:
+            array = np.asarray(tokens)
+        except (ValueError, TypeError, OverflowError):  # ragged, or ints beyond any dtype
+            array = None
+    if array is not None and array.ndim == 1 and array.dtype.kind in "iu":
+        return read_only(array)
+    if array is not None and array.shape == (0,) and not isinstance(tokens, np.ndarray):
+        return read_only(np.empty(0, np.int64))  # an empty list
+    raise DocumentError(
+        f"{name} is {_describe(tokens)}, not a 1-D sequence of integers. Every document "
+        "must be token ids: tokenize text first, and make each document a flat list.",
+        index=index,
+        path=path,
+    )
+
+
+def check_lengths(lengths: Any) -> np.ndarray:
+    """`lengths` as a read-only int64 array, once it is 1-D, integer and non-negative.
+
+    Raises:
+        TypeError: `lengths` does not hold integers.
+        ValueError: `lengths` is not 1-D, or holds a negative length.
+
+    Example:
+        >>> check_lengths([3, 0, 5])
+        array([3, 0, 5])
+    """
+    array = np.asarray(lengths)
+    if array.dtype.kind not in "iu" and array.size:
+        raise TypeError(
+            f"lengths must hold integers, one document's token count each, got dtype {array.dtype}."
+        )
+    if array.ndim != 1:
+        raise ValueError(f"lengths must be 1-D, one entry per document, got shape {array.shape}.")
+    negative = np.flatnonzero(array < 0)
+    if negative.size:
+        first = int(negative[0])
+        raise ValueError(
+            f"lengths[{first}] is {array[first]}; a document's length cannot be negative."
+        )
+    if array.dtype.kind == "u" and array.size and array.max() >= 2**63:
+        raise ValueError(f"lengths holds {array.max()}, more tokens than int64 counts.")
+    return read_only(array.astype(np.int64))
+
+
+def check_count(lengths: np.ndarray, count: int, what: str) -> None:
+    """Raises ValueError unless `lengths` has one entry for each of `count` documents."""
+    if len(lengths) != count:
+        raise ValueError(
+            f"lengths has {len(lengths)} entries, but {what} holds {count} documents; pass "
+            "one length per document, in order, or leave lengths=None to read them."
+        )

@@ -1,0 +1,80 @@
+"""Documents in a Parquet file: one list-of-integers column, read by row group.
+
+The index is the row groups' boundaries (from the file's metadata) and, unless the caller
+passed lengths, each document's length: the field's column read one row group at a time
+and its list offsets differenced. A read decodes only the row groups that hold the
+documents asked for, only the field's column, each once; the last two decoded stay in a
+per-process cache (cleared by `datarax.clear_caches`), so consecutive reads from the same
+groups decode nothing again. Imported only when a Parquet file is given (it imports
+pyarrow).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from datarax._caches import BoundedCache
+from datarax.pipeline._arrow_documents import check_column, copies, list_lengths, split_documents
+from datarax.pipeline._document_index import Index, IndexedFile
+
+# (path, stamp, field, row group) -> (flat tokens, offsets): decoded row groups.
+_decoded: BoundedCache[tuple[np.ndarray, np.ndarray]] = BoundedCache(
+    "decoded Parquet row groups", maxsize=2
+)
+
+
+def read_row_group(file: pq.ParquetFile, group: int, field: str) -> pa.ChunkedArray:
+    """Column `field` of row group `group` of `file`, decoded."""
+    return file.read_row_group(group, columns=[field]).column(0)
+
+
+class ParquetFile(IndexedFile):
+    """A Parquet file's documents, read by row group."""
+
+    kind = "parquet"
+
+    @property
+    def count(self) -> int:
+        return int(self.index["boundaries"][-1])
+
+    def _compute(self, with_lengths: bool) -> Index:
+        with pq.ParquetFile(self.path) as file:
+            check_column(file.schema_arrow, self.field, self.path, f"the file {self.path}")
+            rows = [file.metadata.row_group(g).num_rows for g in range(file.num_row_groups)]
+            boundaries = np.zeros(len(rows) + 1, np.int64)
+            np.cumsum(rows, out=boundaries[1:])
+            index = {"boundaries": boundaries}
+            if with_lengths:
+                parts = [np.zeros(0, np.int64)]
+                for group in range(len(rows)):
+                    documents = np.arange(boundaries[group], boundaries[group + 1]) + self.first
+                    column = read_row_group(file, group, self.field)
+                    parts.append(list_lengths(column, documents, self.path))
+                index["lengths"] = np.concatenate(parts)
+        return index
+
+    def _group(self, group: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row group `group`'s tokens and offsets, decoded now or a moment ago."""
+        key = (self.path, self.stamp, self.field, group)
+        decoded = _decoded.get(key)
+        if decoded is None:
+            start, stop = self.index["boundaries"][group : group + 2]
+            with pq.ParquetFile(self.path) as file:
+                column = read_row_group(file, group, self.field)
+            decoded = split_documents(column, np.arange(start, stop) + self.first, self.path)
+            _decoded.put(key, decoded)
+        return decoded
+
+    def _read(self, local: np.ndarray) -> list[np.ndarray]:
+        boundaries = self.index["boundaries"]
+        groups = np.searchsorted(boundaries, local, side="right") - 1
+        documents: list[np.ndarray] = [np.empty(0, np.int64)] * len(local)
+        for group in np.unique(groups):
+            values, offsets = self._group(int(group))
+            positions = np.flatnonzero(groups == group)
+            within = local[positions] - boundaries[group]
+            for position, document in zip(positions, copies(values, offsets, within), strict=True):
+                documents[position] = document
+        return documents
