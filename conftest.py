@@ -11,7 +11,7 @@ from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import datarax  # noqa: E402
-from datarax.pipeline import Checkpoints, Pipeline  # noqa: E402
+from datarax.pipeline import Checkpoints, Documents, Mixture, Packed, Pipeline  # noqa: E402
 from datarax.sharding import (  # noqa: E402
     ArraySharder,
     JaxProcessSharder,
@@ -35,4 +35,7 @@ def _doctest_names(doctest_namespace: dict) -> None:
         pad_to_multiple=pad_to_multiple,
         Pipeline=Pipeline,
         Checkpoints=Checkpoints,
+        Documents=Documents,
+        Mixture=Mixture,
+        Packed=Packed,
     )

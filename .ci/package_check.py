@@ -53,7 +53,7 @@ PUBLIC_MODULES: dict[str, str | None] = {
     "datarax.devices": None,
     "datarax.viz": "viz",
 }
-EXTRAS = ("viz", "playground", "checkpoint", "tutorials")
+EXTRAS = ("viz", "playground", "checkpoint", "parquet", "tutorials")
 NOTEBOOK = ROOT / "tutorials" / "01_devices_and_meshes.ipynb"
 RUNNABLE = re.compile(r"<!-- runnable -->\s*```python\n(.*?)```", re.DOTALL)
 EIGHT_CPU_DEVICES = {

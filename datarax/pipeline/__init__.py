@@ -2,14 +2,20 @@
 
 `Pipeline` reads batches from a source (`ArraySource`, or anything with ``__len__``
 and ``__getitem__``), runs them through stages and, with ``sharding=``, builds one
-global batch on every host. `prefetch_to_device` places the next batches in the
+global batch on every host. Language-model data is such a source too: `Documents`
+(token documents of every length, from Parquet, JSON Lines, a Hugging Face dataset or
+arrays), `Mixture` (several of them by weight) and `Packed` (fixed-length rows planned
+from the documents' lengths alone). `prefetch_to_device` places the next batches in the
 background, and `Checkpoints` saves a pipeline's position beside the model's state.
 """
 
 from datarax.errors import CheckpointSaveError as CheckpointSaveError
 from datarax.pipeline._checkpoint import Checkpoints as Checkpoints
+from datarax.pipeline._documents import Documents as Documents
 from datarax.pipeline._memory import keep_freed_memory as keep_freed_memory
+from datarax.pipeline._mixture import Mixture as Mixture
 from datarax.pipeline._options import Workers as Workers
+from datarax.pipeline._packed import Packed as Packed
 from datarax.pipeline._pipeline import Pipeline as Pipeline
 from datarax.pipeline._prefetch import DevicePrefetcher as DevicePrefetcher
 from datarax.pipeline._prefetch import prefetch_to_device as prefetch_to_device
@@ -23,6 +29,9 @@ __all__ = [
     "CheckpointSaveError",
     "Checkpoints",
     "DevicePrefetcher",
+    "Documents",
+    "Mixture",
+    "Packed",
     "Pipeline",
     "RandomAccessSource",
     "TimeReport",
