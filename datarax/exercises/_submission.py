@@ -43,6 +43,7 @@ from datarax.exercises._reading import answer_names, exercises_in, hints_shown, 
 from datarax.exercises._students import is_solution
 
 RECORD_LIMIT = 64 << 20  # bytes of a kernel's record read at most
+TERMINAL_LIMIT = 64 << 20  # bytes a submission's processes may write to their terminal
 NAMESPACES, SECCOMP = "namespaces", "seccomp"
 
 
@@ -63,9 +64,10 @@ class Grade:
 class Settings:
     """How to grade: `timeout` seconds per notebook, `memory` bytes per submission,
     `isolation` (`NAMESPACES` or `SECCOMP`), the `library`, the folders a kernel in
-    namespaces must not see (`hidden`) or that must not be bound at all (`skip`), and
-    the processes a kernel behind the seccomp filter must not signal (`guarded`: the
-    grader and the processes it runs under)."""
+    namespaces must not see (`hidden`) or that must not be bound at all (`skip`), the
+    processes a kernel behind the seccomp filter must not signal (`guarded`: the
+    grader and the processes it runs under), and `disk`, the bytes a submission's
+    folders may hold together, which is also the largest file it may write."""
 
     timeout: float
     memory: int
@@ -74,6 +76,7 @@ class Settings:
     hidden: list[Path]
     skip: list[Path]
     guarded: list[int]
+    disk: int = 1 << 30
 
 
 def kernel_environment(folder: Path) -> dict[str, str]:
@@ -163,13 +166,23 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _run_text(how: str, folder: Path, limit: float, memory: int) -> str:
+def _run_text(how: str, folder: Path, limit: float, settings: Settings) -> str:
     if how == "stopped":
         return "the notebook stopped its grading process (SIGSTOP); it was killed"
     if how == "time":
         return f"stopped at the time limit ({limit:g} s for the whole run)"
     if how == "memory":
-        return f"stopped: its processes held more than {memory / 2**30:g} GiB of memory"
+        return f"stopped: its processes held more than {settings.memory / 2**30:g} GiB of memory"
+    if how == "disk":
+        return (
+            f"stopped: its files took more than {settings.disk / 2**30:g} GiB of disk "
+            "(home, working and temporary folders together)"
+        )
+    if how == "output":
+        return (
+            f"stopped: its processes wrote more than {TERMINAL_LIMIT >> 20} MiB to the "
+            "terminal (os.system, subprocesses), where no cell shows it"
+        )
     if how != "exited":
         return f"the notebook's grading process was {how}"
     report = _read_json(folder / "runner" / "report.json")
@@ -249,8 +262,11 @@ def _run(
         folder / "runner" / "log",
         json.dumps(plan).encode(),
         settings.memory,
+        disk=settings.disk,
+        folders=[folder / part for part in ("scratch", "home", "run")],
+        output=TERMINAL_LIMIT,
     )
-    run = _run_text(how, folder, limit, settings.memory)
+    run = _run_text(how, folder, limit, settings)
     return run, _read_json(answers), seed
 
 

@@ -16,8 +16,9 @@ other (`datarax.exercises._submission`):
    errors allowed and a time limit; the kernel imports a fresh read-only copy of the
    library without the answer keys, has a home of its own, and runs in namespaces of
    its own where the machine allows (`datarax.exercises._sandbox`), else behind a
-   seccomp filter (`datarax.exercises._seccomp`); when it ends, stops, runs out of time
-   or of memory, every process it started is killed;
+   seccomp filter (`datarax.exercises._seccomp`); when it ends, stops, or runs out of
+   time, memory, disk (its folders' files, and any one file) or terminal output
+   (`datarax.exercises._contained`), every process it started is killed;
 2. after the notebook, and only then, the kernel gets a secret seed and the checkers
    call the student's functions on cases drawn from it, recording what they returned;
 3. is judged by this rule: **an exercise's result is its checker's verdict, computed in
@@ -71,6 +72,12 @@ from datarax.exercises._submission import NAMESPACES, SECCOMP, Grade, Settings, 
 
 FIELDS = ("student", "notebook", "exercise", "result", "feedback", "run", "hints")
 DEFAULT_MEMORY_GIB = 6.0
+DEFAULT_DISK_GIB = 1.0
+# What each limit may be: a kernel with JAX needs about 0.4 GiB and a second to start,
+# and no run is given more than a day, or more memory or disk than a large machine has.
+TIMEOUT_S = (1.0, 86_400.0)
+MEMORY_GIB = (0.5, 4096.0)
+DISK_GIB = (0.05, 4096.0)
 
 
 def _as_text(value: str) -> str:
@@ -116,18 +123,25 @@ def _out_problem(out: Path, folder: Path) -> str | None:
     return None
 
 
-def _above_zero(option: str, unit: str, example: str) -> Any:
-    """The type of an option whose value is a finite number of `unit` above 0."""
+def _between(option: str, unit: str, low: float, high: float, example: str) -> Any:
+    """The type of an option whose value is a number of `unit` from `low` to `high`: a
+    limit that would stop every run, limit nothing, or not fit the system's clocks and
+    counters is refused before anything runs.
+
+    Example:
+        >>> _between("--timeout", "seconds", 1, 86_400, "120")("90")
+        90.0
+    """
 
     def read(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = math.nan
-        if not math.isfinite(value) or value <= 0:
+        if not low <= value <= high:  # nan and the infinities included
             raise argparse.ArgumentTypeError(
-                f"{option} must be a finite number of {unit} above 0, such as {example}; "
-                f"got {text!r}"
+                f"{option} must be a finite number of {unit} from {low:,g} to {high:,g}, "
+                f"such as {example}; got {text!r}"
             )
         return value
 
@@ -183,15 +197,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("grades.csv"), help="CSV to write")
     parser.add_argument(
         "--timeout",
-        type=_above_zero("--timeout", "seconds", "120"),
+        type=_between("--timeout", "seconds", *TIMEOUT_S, "120"),
         default=120,
         help="seconds a notebook may run (default 120)",
     )
     parser.add_argument(
         "--memory",
-        type=_above_zero("--memory", "GiB", "6"),
+        type=_between("--memory", "GiB", *MEMORY_GIB, "6"),
         default=DEFAULT_MEMORY_GIB,
         help=f"GiB a submission's processes may hold together (default {DEFAULT_MEMORY_GIB:g})",
+    )
+    parser.add_argument(
+        "--disk",
+        type=_between("--disk", "GiB", *DISK_GIB, "1"),
+        default=DEFAULT_DISK_GIB,
+        help="GiB a submission's files may take in its home, working and temporary folders "
+        f"together, and the largest file it may write (default {DEFAULT_DISK_GIB:g})",
     )
     parser.add_argument(
         "--isolation",
@@ -233,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(
         timeout=args.timeout,
         memory=int(args.memory * 2**30),
+        disk=int(args.disk * 2**30),
         isolation=isolation,
         library=Library.of(package, left_out=("_keys.py",)),
         hidden=[package, package.parent / "tutorials", args.submissions, out.parent],
