@@ -19,8 +19,15 @@ Value = TypeVar("Value")
 _registry: dict[str, BoundedCache[Any]] = {}
 
 
+def _nbytes(value: Any) -> int:
+    """The bytes of the arrays in `value` (an array, or a tuple or list of them)."""
+    parts = value if isinstance(value, (tuple, list)) else (value,)
+    return sum(int(getattr(part, "nbytes", 0)) for part in parts)
+
+
 class BoundedCache(Generic[Value]):
-    """A mapping of at most `maxsize` entries that drops its oldest beyond that.
+    """A mapping of at most `maxsize` entries that drops its oldest beyond that, and,
+    with `maxbytes`, beyond that many bytes of arrays (the newest entry always stays).
 
     Reads take no lock (a lookup is one dict access, on the hot path of every `shard`);
     writes do. Creating one registers it under `name`, so `clear_caches` reaches it.
@@ -30,13 +37,18 @@ class BoundedCache(Generic[Value]):
         >>> cache.put("a", 1); cache.put("b", 2); cache.put("c", 3)
         >>> cache.get("a"), cache.get("c"), len(cache)
         (None, 3, 2)
+        >>> sized = BoundedCache("example in bytes", maxsize=10, maxbytes=24)
+        >>> sized.put("a", np.zeros(2)); sized.put("b", np.zeros(1)); sized.put("c", np.zeros(1))
+        >>> sized.get("a") is None, len(sized)  # 16 + 8 + 8 bytes: the oldest went
+        (True, 2)
     """
 
-    def __init__(self, name: str, maxsize: int):
+    def __init__(self, name: str, maxsize: int, maxbytes: int | None = None):
         if name in _registry:
             raise ValueError(f"A cache named {name!r} already exists.")
-        self.name, self.maxsize = name, maxsize
+        self.name, self.maxsize, self.maxbytes = name, maxsize, maxbytes
         self._entries: dict[Hashable, Value] = {}
+        self._bytes: dict[Hashable, int] = {}
         self._lock = threading.Lock()
         _registry[name] = self
 
@@ -47,18 +59,29 @@ class BoundedCache(Generic[Value]):
     def put(self, key: Hashable, value: Value) -> None:
         """Stores `value`, dropping the oldest entries beyond `maxsize`."""
         with self._lock:
+            self._entries.pop(key, None)
             self._entries[key] = value
-            while len(self._entries) > self.maxsize:
-                del self._entries[next(iter(self._entries))]
+            if self.maxbytes is not None:
+                self._bytes[key] = _nbytes(value)
+            while len(self._entries) > self.maxsize or (
+                self.maxbytes is not None
+                and len(self._entries) > 1
+                and sum(self._bytes.values()) > self.maxbytes
+            ):
+                oldest = next(iter(self._entries))
+                del self._entries[oldest]
+                self._bytes.pop(oldest, None)
 
     def pop(self, key: Hashable) -> None:
         """Forgets `key` (nothing happens when it is not stored)."""
         with self._lock:
             self._entries.pop(key, None)
+            self._bytes.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._bytes.clear()
 
     def __len__(self) -> int:
         return len(self._entries)

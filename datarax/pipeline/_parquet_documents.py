@@ -3,13 +3,15 @@
 The index is the row groups' boundaries (from the file's metadata) and, unless the caller
 passed lengths, each document's length: the field's column read one row group at a time
 and its list offsets differenced. A read decodes only the row groups that hold the
-documents asked for, only the field's column, each once; the last two decoded stay in a
-per-process cache (cleared by `datarax.clear_caches`), so consecutive reads from the same
-groups decode nothing again. Imported only when a Parquet file is given (it imports
+documents asked for, only the field's column, each once; decoded groups stay in a
+per-process cache of 256 MiB (cleared by `datarax.clear_caches`), so later reads from the
+same groups decode nothing again, and each process keeps its files open. Imported only when a Parquet file is given (it imports
 pyarrow).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -19,10 +21,14 @@ from datarax._caches import BoundedCache
 from datarax.pipeline._arrow_documents import check_column, copies, list_lengths, split_documents
 from datarax.pipeline._document_index import Index, IndexedFile
 
-# (path, stamp, field, row group) -> (flat tokens, offsets): decoded row groups.
+# (path, stamp, field, row group) -> (flat tokens, offsets): decoded row groups, up to
+# 256 MiB in each process, so that a file of that size is decoded once, however its
+# documents are shuffled.
 _decoded: BoundedCache[tuple[np.ndarray, np.ndarray]] = BoundedCache(
-    "decoded Parquet row groups", maxsize=2
+    "decoded Parquet row groups", maxsize=65_536, maxbytes=256 << 20
 )
+# (process, path, stamp) -> the open file, its footer parsed once.
+_opened: BoundedCache[pq.ParquetFile] = BoundedCache("open Parquet files", maxsize=64)
 
 
 def read_row_group(file: pq.ParquetFile, group: int, field: str) -> pa.ChunkedArray:
@@ -61,8 +67,12 @@ class ParquetFile(IndexedFile):
         decoded = _decoded.get(key)
         if decoded is None:
             start, stop = self.index["boundaries"][group : group + 2]
-            with pq.ParquetFile(self.path) as file:
-                column = read_row_group(file, group, self.field)
+            opened = (os.getpid(), self.path, self.stamp)
+            file = _opened.get(opened)
+            if file is None:
+                file = pq.ParquetFile(self.path)
+                _opened.put(opened, file)
+            column = read_row_group(file, group, self.field)
             decoded = split_documents(column, np.arange(start, stop) + self.first, self.path)
             _decoded.put(key, decoded)
         return decoded
