@@ -5,8 +5,8 @@ passed lengths, each document's length: the field's column read one row group at
 and its list offsets differenced. A read decodes only the row groups that hold the
 documents asked for, only the field's column, each once; decoded groups stay in a
 per-process cache of 256 MiB (cleared by `datarax.clear_caches`), so later reads from the
-same groups decode nothing again, and each process keeps its files open. Imported only when a Parquet file is given (it imports
-pyarrow).
+same groups decode nothing again, and each process keeps its files open. Imported only
+when a Parquet file is given (it imports pyarrow).
 """
 
 from __future__ import annotations
