@@ -23,6 +23,7 @@ from datarax.exercises import _nb07 as _nb07
 from datarax.exercises import _nb08 as _nb08
 from datarax.exercises import _nb09 as _nb09
 from datarax.exercises import _nb10 as _nb10
+from datarax.exercises import _nb11 as _nb11
 from datarax.exercises import _real as _real
 from datarax.exercises._core import Feedback as Feedback
 from datarax.exercises._core import check as check

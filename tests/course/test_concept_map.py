@@ -19,25 +19,27 @@ ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "concept_map.md"
 TUTORIALS = ROOT / "tutorials"
 
-# The curriculum of the design, in order.
-CONCEPTS = (
-    "devices vs processes, addressable vs global",
-    "meshes and axis types (Auto, Explicit)",
-    "PartitionSpec, NamedSharding, replication",
-    "2D meshes",
-    "batch arithmetic (global, per host, per device)",
-    "divisibility, pad and mask",
-    "per-host slicing (bounds, drop_remainder)",
-    "the ways to build a global array",
-    "cross-host checks (shapes, replicas)",
-    "prefetch and overlap",
-    "cross-host shuffling",
-    "uneven epoch ends across hosts",
-    "resumable, elastic iterators and checkpoints",
-    "testing many processes on one machine",
-    "meshes whose axes span hosts",
-    "where the batch meets the step",
-)
+# The curriculum, by number: 1-16, then 21; 17-20 (collectives, profiles, slices,
+# memory budgets) are not taught yet, so the map has no block for them.
+CONCEPTS = {
+    1: "devices vs processes, addressable vs global",
+    2: "meshes and axis types (Auto, Explicit)",
+    3: "PartitionSpec, NamedSharding, replication",
+    4: "2D meshes",
+    5: "batch arithmetic (global, per host, per device)",
+    6: "divisibility, pad and mask",
+    7: "per-host slicing (bounds, drop_remainder)",
+    8: "the ways to build a global array",
+    9: "cross-host checks (shapes, replicas)",
+    10: "prefetch and overlap",
+    11: "cross-host shuffling",
+    12: "uneven epoch ends across hosts",
+    13: "resumable, elastic iterators and checkpoints",
+    14: "testing many processes on one machine",
+    15: "meshes whose axes span hosts",
+    16: "where the batch meets the step",
+    21: "language-model data",
+}
 FIELDS = ("sections", "figures", "quiz", "exercise")
 LABELS = {
     "Sections": "sections",
@@ -105,8 +107,8 @@ def _sections(notebook: str) -> dict[str, str]:
 
 def test_every_concept_is_mapped_in_order() -> None:
     blocks = _blocks()
-    assert sorted(blocks) == list(range(1, len(CONCEPTS) + 1)), f"concepts mapped: {sorted(blocks)}"
-    for number, concept in enumerate(CONCEPTS, start=1):
+    assert list(blocks) == sorted(CONCEPTS), f"concepts mapped, in order: {list(blocks)}"
+    for number, concept in CONCEPTS.items():
         assert blocks[number][0].lower() == concept.lower(), (number, blocks[number][0])
 
 
@@ -115,7 +117,7 @@ def test_the_map_is_in_the_docs_toctree_after_the_concepts_page() -> None:
     assert re.search(r"^concepts\nconcept_map$", index, re.MULTILINE)
 
 
-@pytest.mark.parametrize("number", range(1, len(CONCEPTS) + 1))
+@pytest.mark.parametrize("number", sorted(CONCEPTS))
 def test_every_place_a_concept_names_exists(number: int) -> None:
     name, text = _blocks()[number]
     fields = _fields(text)

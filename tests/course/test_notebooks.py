@@ -47,6 +47,7 @@ CURRICULUM = [
     "08_meshes_across_hosts",
     "09_preemption_and_resume",
     "10_from_batch_to_step",
+    "11_language_model_data",
 ]
 # DESIGN.md §6: every concept has a quiz and an exercise somewhere in the notebooks; a
 # quiz or exercise says which it drills with a comment such as <!-- concepts: 5, 7 -->.
@@ -68,6 +69,9 @@ CONCEPTS = {
     15: "meshes whose axes span hosts",
     16: "where the batch meets the step: shardings, the all-reduce and its cost, FSDP, "
     "restoring on another mesh",
+    # 17-20 (collectives, profiles, slices, memory budgets) are not taught yet.
+    21: "language-model data: documents, packing, segment ids and the attention mask they "
+    "imply, mixtures, resume on another host count",
 }
 # One notation everywhere (defined on docs/concepts.md); these phrasings contradict it
 # or state something wrong.
