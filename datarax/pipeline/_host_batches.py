@@ -1,14 +1,17 @@
 """Host batches: the rows read from the source and run through the host stages, in this
 process (``workers=0``), in worker processes (`datarax.pipeline.workers`), or, with
-``workers="auto"``, in this process for the first batch and then as it decides.
+``workers="auto"``, in this process for the first batches and then as it decides.
 
 All give the same batches in the same order. In this process, the stages run with the
 pipeline's `crossing_hosts` in `FEEDING`, so a stage that builds global arrays (a
 `JaxProcessSharder`'s ``shard``) makes the pipeline agree with the other hosts first.
 
-The rule of ``"auto"``, in one sentence: when the first batch took at least
-`AUTO_WORTH` times what moving it between processes costs, as many workers as that
-ratio, at most one per usable core, else none.
+The rule of ``"auto"``, in one sentence: when the median of the first `AUTO_BATCHES`
+batches' times (so a one-off warm-up does not count) is at least `AUTO_WORTH` times what
+moving a batch between processes costs, as many workers as that ratio, at most one per
+usable core; else none, and none on one usable core, for stages that return jax.Arrays
+(which cannot leave a worker) or for a source or stages that cannot be pickled. The
+source and stages are pickled only once workers are chosen.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from datarax.sharding._exchange import FEEDING
 
 Batch = Any
 Source = ArraySource | RandomAccessSource
-AUTO_WORTH = 4  # the first batch must take this many times its move to be worth workers
+AUTO_BATCHES = 3  # batches "auto" makes here, timed, before it chooses
+AUTO_WORTH = 4  # a batch must take this many times its move to be worth workers
 MOVE_S = 0.5e-3  # what a batch costs to hand over between processes, before its bytes
 MOVE_BYTES_PER_S = 4e9  # one copy into shared memory
 
@@ -97,16 +101,23 @@ def usable_cores() -> int:
 
 
 def choose_workers(seconds: float, nbytes: int, cores: int) -> tuple[int, str]:
-    """How many workers a batch that took `seconds` and holds `nbytes` is worth on
-    `cores` cores, and why (see the module's docstring).
+    """How many workers batches that took `seconds` (the median) and hold `nbytes` are
+    worth on `cores` cores, and why (see the module's docstring).
 
     Example:
         >>> choose_workers(0.165, 38_535_168, 13)[0], choose_workers(0.0001, 800, 13)[0]
         (13, 0)
+        >>> choose_workers(0.165, 38_535_168, 1)[0]
+        0
     """
     move = MOVE_S + nbytes / MOVE_BYTES_PER_S
-    took = f"the first batch took {seconds * 1e3:.1f} ms here"
+    took = f"a batch took {seconds * 1e3:.1f} ms here (the median of the first ones)"
     moving = f"moving its {nbytes / 1e6:.1f} MB between processes takes about {move * 1e3:.1f} ms"
+    if cores < 2:
+        return 0, (
+            f"workers='auto' chose 0: {took}, but this process may run on one core only "
+            "(os.sched_getaffinity), which workers would only share with it."
+        )
     if seconds < AUTO_WORTH * move:
         return 0, (
             f"workers='auto' chose 0: {took} and {moving}, so workers would spend as much "
@@ -125,21 +136,31 @@ def _nbytes(batch: Batch) -> int:
     )
 
 
+def _jax_arrays(batch: Batch) -> str:
+    """The path of the first jax.Array in `batch` (empty: none)."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(batch)[0]:
+        if isinstance(leaf, jax.Array):
+            return f"batch{jax.tree_util.keystr(path)}"
+    return ""
+
+
 class Auto:
-    """``workers="auto"``: the first batch made here, timed; then workers or not."""
+    """``workers="auto"``: the first batches made here, timed; then workers or not.
+    `payload` pickles the source and stages, called only once workers are chosen."""
 
     def __init__(
         self,
         owner: object,
         here: InProcess,
-        payload: bytes | NotPicklableError,
+        payload: Callable[[], bytes],
         order: EpochOrder,
         options: Workers,
     ):
         self._owner, self._here, self._payload = weakref.ref(owner), here, payload
         self._order, self._options = order, options
         self._chosen: HostBatches | None = None
-        self.choice = "workers='auto' chooses at the first batch."
+        self._timed: list[tuple[float, int]] = []  # (seconds, bytes) of the batches made here
+        self.choice = f"workers='auto' chooses after the first {AUTO_BATCHES} batches."
 
     @property
     def workers(self) -> int:
@@ -153,18 +174,32 @@ class Auto:
         if self._chosen is not None:
             return self._chosen.batch(epoch, index, end, next_end, times)
         batch = self._here.batch(epoch, index, end, next_end, times)  # raises as a stage does
-        count, self.choice = choose_workers(
-            times.read + times.stages, _nbytes(batch), usable_cores()
-        )
-        owner = self._owner()
-        if isinstance(self._payload, NotPicklableError):
-            count, self.choice = 0, f"workers='auto' chose 0: {self._payload}"
-        if count and owner is not None and isinstance(self._payload, bytes):
-            options = Workers(count, self._options.read_next_epoch, self._options.keep_freed_memory)
-            self._chosen = InWorkers(owner, self._payload, self._order, options)
-        else:
-            self._chosen = self._here
+        self._timed.append((times.read + times.stages, _nbytes(batch)))
+        on_device = _jax_arrays(batch)
+        if on_device:
+            self._choose(
+                0,
+                f"workers='auto' chose 0: the stages return jax.Arrays ({on_device}), which "
+                "cannot leave a worker process (host stages there must return numpy).",
+            )
+        elif len(self._timed) >= min(AUTO_BATCHES, end):
+            seconds = sorted(seconds for seconds, _ in self._timed)[len(self._timed) // 2]
+            nbytes = max(nbytes for _, nbytes in self._timed)
+            self._choose(*choose_workers(seconds, nbytes, usable_cores()))
         return batch
+
+    def _choose(self, count: int, choice: str) -> None:
+        """Makes the next batches with `count` workers (0: here), for the reason `choice`."""
+        owner, self._chosen, self.choice = self._owner(), self._here, choice
+        if not count or owner is None:
+            return
+        try:
+            payload = self._payload()
+        except NotPicklableError as error:
+            self.choice = f"workers='auto' chose 0: {error}"
+            return
+        options = Workers(count, self._options.read_next_epoch, self._options.keep_freed_memory)
+        self._chosen = InWorkers(owner, payload, self._order, options)
 
 
 def host_batches(
@@ -181,8 +216,4 @@ def host_batches(
         return here
     if options.count != "auto":
         return InWorkers(owner, pickled_for_workers(source, stages.stages), order, options)
-    try:
-        payload: bytes | NotPicklableError = pickled_for_workers(source, stages.stages)
-    except NotPicklableError as error:
-        payload = error
-    return Auto(owner, here, payload, order, options)
+    return Auto(owner, here, lambda: pickled_for_workers(source, stages.stages), order, options)

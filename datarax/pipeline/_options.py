@@ -90,9 +90,11 @@ class Workers:
 
     Attributes:
         count: 0 reads the rows and runs the stages in this process; N > 0 in N worker
-            processes; ``"auto"`` makes the first batch in this process, timing it, and
-            then picks a count from that time and this machine's cores (the choice and
-            its reason are in `Pipeline.workers_choice`).
+            processes; ``"auto"`` makes the first three batches in this process, timing
+            them, and then picks a count from their median time and the usable cores
+            (none on one core, or for stages that return jax.Arrays), pickling the
+            source and stages only then (the choice and its reason are in
+            `Pipeline.workers_choice`).
         read_next_epoch: let workers start the next epoch's first batches before this
             epoch ends, so a new epoch starts without a wait. Off by default: then the
             workers read nothing of an epoch before it begins, so a change made to a

@@ -47,8 +47,9 @@ class Pipeline:
     `rngs` and the epoch alone, the same on every host.
 
     Per host (no `sharding`), a stage such as ``lambda b: sharder.shard(b, sharding)``
-    places each batch; once such a batch is about to become global arrays (a
-    `JaxProcessSharder`), the hosts agree on each epoch's number of batches. Global
+    places each batch (with `workers`, pass ``sharding=`` instead: workers cannot place);
+    once such a batch is about to become global arrays (a `JaxProcessSharder`), the
+    hosts agree on each epoch's number of batches. Global
     (``sharding=S``): batch k is the rows ``epoch_order(epoch)[k*B:(k+1)*B]`` on any
     number of hosts; each host reads only the rows its devices hold under S, runs
     `stages` on them and builds the global batch, then runs `device_stages`. The state
@@ -73,10 +74,11 @@ class Pipeline:
             epoch, ``"stop"`` them all at the smallest, or ``"raise"`` on every host.
         workers: 0 (default) reads and runs `stages` here; N > 0 in N worker processes,
             ahead and in order, giving the batches of ``workers=0``; ``"auto"`` picks N
-            from the first batch's time and the cores; a `Workers` sets more. The source
-            and stages are pickled when the pipeline is built, memory-mapped arrays as
-            their files' paths; stages must return host data, and a script must keep its
-            code under ``if __name__ == "__main__":`` (see `datarax.pipeline.workers`).
+            from the first batches' times and the cores; a `Workers` sets more. The
+            source and stages are pickled when the pipeline is built (with ``"auto"``,
+            once it chooses workers), memory-mapped arrays as their files' paths; stages
+            must return host data, and a script must keep its code under
+            ``if __name__ == "__main__":`` (see `datarax.pipeline.workers`).
 
     Example:
         >>> pipeline = Pipeline(source={"x": np.arange(10)}, stages=[lambda b: b["x"] * 2],

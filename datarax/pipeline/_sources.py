@@ -1,7 +1,7 @@
 """Data sources for `Pipeline`, and reading a set of rows from any of them.
 
 A source is anything with ``__len__`` and ``__getitem__(int)`` returning one record:
-an `ArraySource` (a dict of arrays, memory-mapped ``.npy`` files included), a list,
+an `ArraySource` (a dict or tuple of arrays, memory-mapped ``.npy`` files included), a list,
 or a Grain data source such as ``ArrayRecordDataSource``. `read_rows` reads exactly
 the rows asked for (one gather per leaf for an `ArraySource`, ``__getitems__`` when
 the source has it) and returns them as one batch whose arrays are read-only, so no
@@ -89,10 +89,11 @@ class ArraySource:
 
 
 def as_source(source: Any) -> ArraySource | RandomAccessSource:
-    """`source` as a pipeline reads it, by one rule: a dict or one array, or any other
-    pytree ``jax.tree_util`` splits (a registered dataclass, say) without ``__len__`` and
-    ``__getitem__``, becomes an `ArraySource`; anything with ``__len__`` and
-    ``__getitem__`` (a list of records, a Grain data source) is read as it is.
+    """`source` as a pipeline reads it, by one rule: a dict, a tuple (a namedtuple too) or
+    one array, or any other pytree ``jax.tree_util`` splits (a registered dataclass, say)
+    without ``__len__`` and ``__getitem__``, becomes an `ArraySource` of those columns;
+    anything else with ``__len__`` and ``__getitem__`` (a list of records, a Grain data
+    source) is read as it is, one record per index.
 
     Raises:
         TypeError: `source` is neither.
@@ -100,8 +101,10 @@ def as_source(source: Any) -> ArraySource | RandomAccessSource:
     Example:
         >>> type(as_source({"x": np.arange(4)})).__name__, type(as_source([1, 2])).__name__
         ('ArraySource', 'list')
+        >>> len(as_source((np.arange(64), np.arange(64))))  # two columns of 64 rows
+        64
     """
-    if isinstance(source, (Mapping, np.ndarray, jax.Array)):
+    if isinstance(source, (Mapping, tuple, np.ndarray, jax.Array)):
         return ArraySource(source)
     if hasattr(source, "__len__") and hasattr(source, "__getitem__"):
         return source

@@ -1,5 +1,6 @@
 """Pipeline: batching, shuffling per epoch, resuming exactly, remainder handling."""
 
+import collections
 import itertools
 import json
 import re
@@ -258,6 +259,18 @@ def test_text_records_stay_lists_for_a_host_stage() -> None:
         source=lines, stages=[lambda b: np.array([len(s) for s in b])], batch_size=2
     )
     assert [b.tolist() for b in pipeline] == [[1, 2], [3, 4]]
+
+
+def test_a_namedtuple_or_tuple_source_is_its_columns_not_two_records() -> None:
+    columns = collections.namedtuple("Columns", ["image", "label"])
+    source = columns(np.arange(64 * 2).reshape(64, 2), np.arange(64))
+    pipeline = Pipeline(source=source, batch_size=8)
+    assert isinstance(pipeline.source, ArraySource) and pipeline.source_length == 64
+    first = next(iter(pipeline))
+    assert type(first) is columns and first.label.tolist() == list(range(8))
+    assert first.image.shape == (8, 2)
+    pair = Pipeline(source=(np.arange(64), np.arange(64) * 2), batch_size=16)
+    assert [b[1].tolist() for b in pair][-1] == list(range(96, 128, 2))
 
 
 def test_a_grain_array_record_source_reads_only_the_rows_asked_for(tmp_path) -> None:

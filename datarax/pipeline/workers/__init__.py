@@ -4,8 +4,9 @@ With ``Pipeline(..., workers=N)`` the making of each host batch (reading its row
 the source, then every host stage) runs in N worker processes, a few batches ahead and
 in order, so the batches are the ones ``workers=0`` makes. One job per module:
 
-- `_pickling`: the source and stages pickled once, when the pipeline is built; an
-  array over a memory-mapped file travels as the file's path, not as its bytes.
+- `_pickling`: the source and stages pickled once, when the pipeline is built (with
+  ``"auto"``, when it chooses workers); an array over a memory-mapped file travels as
+  the file's path, not as its bytes. `_refusals`: what to change when they cannot be.
 - `_pool`: the pipeline's side, `HostWorkers`, which keeps batches in flight, takes them
   back in order and closes the pool without leaving anything behind.
 - `_worker`: what runs in a worker: its start, and the making of one batch.

@@ -1,5 +1,6 @@
 """How a pipeline's source and stages are pickled for its worker processes: once, when
-the pipeline is built, with memory-mapped files shared by path, not copied.
+the pipeline is built (with ``workers="auto"``, once it chooses workers), with
+memory-mapped files shared by path, not copied; `_refusals` words the errors.
 
 The rule: an array that views a file mapped for reading or for reading and writing
 (``np.memmap`` in mode ``"r"``, ``"r+"`` or ``"w+"``) reaches a worker as that file's path
@@ -34,7 +35,6 @@ mapping move it, and the workers see those writes.
 
 from __future__ import annotations
 
-import functools
 import io
 import mmap
 import os
@@ -44,71 +44,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import jax
 import numpy as np
 
 from datarax._syscompat import give_memmap_handle, memmap_handle
-from datarax.errors import NotPicklableError, SourceFileChangedError
+from datarax.errors import SourceFileChangedError
+from datarax.pipeline.workers._refusals import not_pickled, refusal
 
 # How a worker maps again a file mapped in each mode here; "c" is absent: pickled whole.
 Mode = Literal["r", "r+"]
 _REOPENED: dict[str, Mode] = {"r": "r", "r+": "r+", "w+": "r+"}
 Stamp = tuple[int, int, int | None]  # (size, inode, modification time in ns or None)
-
-
-_DEVICE_KINDS = (jax.Device, jax.sharding.Sharding, jax.sharding.Mesh, jax.Array)
-_SEARCH_DEPTH = 4  # how deep into a part `_culprit` looks for what cannot be pickled
-
-
-def _refusal(part: str, what: object, why: str) -> NotPicklableError:
-    return NotPicklableError(
-        f"workers= runs the source and host stages in other processes, which receive them "
-        f"pickled, but {part} ({type(what).__name__} {what!r:.60}) {why}. Define it as a "
-        "top-level function or class in a module (a .py file) you import, or use workers=0 "
-        "to run it in this process.",
-        part=part,
-    )
-
-
-def _inside(value: Any) -> list[tuple[str, Any]]:
-    """What `value` holds, each with the path a user would write to reach it."""
-    if isinstance(value, functools.partial):
-        return [
-            (".func", value.func),
-            *((f".args[{i}]", arg) for i, arg in enumerate(value.args)),
-            *((f".keywords[{k!r}]", arg) for k, arg in value.keywords.items()),
-        ]
-    if isinstance(value, dict):
-        return [(f"[{key!r}]", item) for key, item in value.items()]
-    if isinstance(value, (list, tuple)):
-        return [(f"[{i}]", item) for i, item in enumerate(value)]
-    return [(f".{name}", item) for name, item in getattr(value, "__dict__", {}).items()]
-
-
-def _culprit(value: Any, path: str, depth: int = _SEARCH_DEPTH) -> tuple[str, Any]:
-    """The innermost part of `value` that cannot be pickled, and its path."""
-    if depth:
-        for step, item in _inside(value):
-            try:
-                pickle.dumps(item)
-            except Exception:  # pickle raises several types: any means this part
-                return _culprit(item, path + step, depth - 1)
-    return path, value
-
-
-def _not_pickled(part: str, what: object, error: Exception) -> NotPicklableError:
-    """The refusal of `part`, naming what inside it cannot be pickled."""
-    path, culprit = _culprit(what, part)
-    if isinstance(culprit, _DEVICE_KINDS):
-        return NotPicklableError(
-            f"{path} is a {type(culprit).__name__}, which cannot reach a pipeline's worker "
-            "processes: devices, shardings and jax.Arrays belong to this process. Placing "
-            "batches on devices belongs after the host stages: use sharding= with "
-            "device_stages, prefetch_to_device(..., sharding=...), or workers=0.",
-            part=part,
-        )
-    inner = f" ({path} is a {type(culprit).__name__})" if path != part else ""
-    return _refusal(part, what, f"cannot be pickled{inner}: {error}")
 
 
 def pickled_for_workers(source: Any, stages: Sequence[Callable[[Any], Any]]) -> bytes:
@@ -130,10 +75,10 @@ def pickled_for_workers(source: Any, stages: Sequence[Callable[[Any], Any]]) -> 
         try:
             dumped = dumps_for_workers(what, protocol)
         except Exception as error:  # pickle raises several types: each one is this refusal
-            raise _not_pickled(part, what, error) from error
+            raise not_pickled(part, what, error) from error
         if unimportable and "__main__" in _modules_named(dumped):
             why = "is defined in __main__ (a notebook, a session or a module run with -m)"
-            raise _refusal(part, what, why)
+            raise refusal(part, what, why)
         parts.append(dumped)
     return pickle.dumps(parts)
 

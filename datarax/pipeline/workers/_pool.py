@@ -8,7 +8,9 @@ each worker up to `AHEAD_PER_WORKER` tasks (the rows of a batch and a slot to wr
 into), asks for batch k and the ones after it, and reads the answers back in order, so
 the batches are the ones ``workers=0`` makes. A batch whose making raised is forgotten:
 asking again makes it again. Waiting for an answer happens in the calling thread, so a
-Ctrl-C interrupts it; a worker that dies is noticed at once, by its exit.
+Ctrl-C interrupts it. A worker that dies is noticed at once, by its exit or its broken
+pipe: the call raises `WorkerError`, and the next one starts new workers, as it does
+after a Ctrl-C that cut a message short (which leaves that pipe out of step).
 
 Each worker leads its own process group, holding whatever its stages start. Closing
 (when the pipeline is collected, or at exit, before multiprocessing's own exit handler)
@@ -27,10 +29,11 @@ import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
 import os
+import pickle
 import signal
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +51,7 @@ _context = multiprocessing.get_context("forkserver")
 _PRELOAD = ["datarax.pipeline.workers._preload", "datarax.pipeline.workers._worker"]
 _open: weakref.WeakSet[HostWorkers] = weakref.WeakSet()  # pools to close at exit
 Key = tuple[int, int]  # (epoch, batch)
+RowsOf = Callable[[int, int], Rows]  # the rows of batch k of epoch e
 
 
 @dataclass
@@ -73,6 +77,16 @@ class _Process:
         theirs.close()
         self.connection = ours
         self.sent: collections.deque[int] = collections.deque()
+        self.torn = False  # a message to or from it was cut short: the pipe is out of step
+
+    def send(self, task: Any) -> None:
+        """Sends `task`; blocks until the worker has read all but what the pipe holds.
+
+        Raises:
+            OSError: the worker is gone.
+        """
+        with self._whole():
+            self.connection.send(task)
 
     def receive(self) -> tuple[int, bool, Any]:
         """The next answer: (task number, whether it succeeded, answer or exception).
@@ -83,7 +97,21 @@ class _Process:
         ready = multiprocessing.connection.wait([self.connection, self.process.sentinel])
         if self.connection not in ready and not self.connection.poll():
             raise EOFError
-        return self.connection.recv()
+        with self._whole():
+            answer = self.connection.recv_bytes()
+        return pickle.loads(answer)
+
+    @contextlib.contextmanager
+    def _whole(self) -> Iterator[None]:
+        """Marks the pipe `torn` when a message is interrupted (by a Ctrl-C, say): one cut
+        short would leave the pipe out of step."""
+        try:
+            yield
+        except (EOFError, OSError):  # the worker is gone: nothing more goes through
+            raise
+        except BaseException:
+            self.torn = True
+            raise
 
 
 class HostWorkers:
@@ -109,11 +137,24 @@ class HostWorkers:
         index: int,
         end: int,
         next_end: int,
-        rows_of: Callable[[int, int], Rows],
+        rows_of: RowsOf,
         times: BatchTimes,
     ) -> Any:
         """Batch `index` of `epoch`, which has `end` batches (the next epoch `next_end`);
-        `rows_of(e, k)` are the rows of batch k of epoch e. Its times go to `times`."""
+        `rows_of(e, k)` are the rows of batch k of epoch e. Its times go to `times`.
+
+        Raises:
+            WorkerError: a worker died; the next call starts new ones.
+        """
+        try:
+            return self._batch((epoch, index), end, next_end, rows_of, times)
+        except BaseException:
+            if any(worker.torn for worker in self._processes):
+                self.close(grace_s=0)  # a pipe out of step: the next call starts anew
+            raise
+
+    def _batch(self, key: Key, end: int, next_end: int, rows_of: RowsOf, times: BatchTimes) -> Any:
+        epoch, index = key
         wanted = self._wanted(epoch, index, end, next_end)
         for key in [key for key in self._pending if key not in wanted]:
             self._abandon(self._pending.pop(key))
@@ -161,7 +202,7 @@ class HostWorkers:
         self._processes = [_Process(self._payload, self._options) for _ in range(self._count)]
         _open.add(self)
 
-    def _send(self, wanted: list[Key], rows_of: Callable[[int, int], Rows]) -> None:
+    def _send(self, wanted: list[Key], rows_of: RowsOf) -> None:
         """Sends every batch of `wanted` not in flight yet to the least busy worker."""
         for key in wanted:
             if key in self._pending:
@@ -169,8 +210,11 @@ class HostWorkers:
             worker = min(self._processes, key=lambda process: len(process.sent))
             if len(worker.sent) >= AHEAD_PER_WORKER:
                 return
-            number, lent = next(self._numbers), self._slots.lend()
-            worker.connection.send((number, rows_of(*key), lent, self._slots.prefix))
+            number, rows, lent = next(self._numbers), rows_of(*key), self._slots.lend()
+            try:
+                worker.send((number, rows, lent, self._slots.prefix))
+            except OSError as error:  # the worker is gone (killed, say)
+                raise self._died(error) from error
             worker.sent.append(number)
             self._pending[key] = _Task(number, worker, lent)
 
@@ -218,16 +262,17 @@ class HostWorkers:
             exit_codes=codes,
         )
 
-    def close(self) -> None:
+    def close(self, grace_s: float = CLOSE_GRACE_S) -> None:
         """Stops the workers and whatever their stages started, and deletes the slots.
 
         A worker told to stop ends its whole process group once the task at hand is
-        done; one still busy after `CLOSE_GRACE_S` has its group killed from here."""
+        done; one still busy after `grace_s` has its group killed from here (at once
+        with ``grace_s=0``, which sends nothing down the pipes)."""
         processes, self._processes = self._processes, []
-        for worker in processes:
+        for worker in processes if grace_s else ():
             with contextlib.suppress(OSError):
                 worker.connection.send(None)
-        deadline = time.monotonic() + CLOSE_GRACE_S
+        deadline = time.monotonic() + grace_s
         sentinels = [worker.process.sentinel for worker in processes]
         while sentinels and time.monotonic() < deadline:
             ended = multiprocessing.connection.wait(sentinels, deadline - time.monotonic())

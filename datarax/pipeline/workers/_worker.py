@@ -6,9 +6,15 @@ started, JAX on CPU only, glibc told to keep freed memory (`Workers.keep_freed_m
 and its own process group; it ignores Ctrl-C (the pipeline's process handles it and
 closes the pool) and unpickles the source and stages once. It then answers tasks in the
 order they come: the rows of one batch and a slot to write it into
-(`datarax.pipeline.workers._slots`). It watches the pipeline's process: once that is
-gone, even killed, it deletes that process's slot files and ends its process group.
-Asked to stop, it ends its process group too, so nothing its stages started outlives it.
+(`datarax.pipeline.workers._slots`). Its answers go out through a thread of their own,
+so the worker reads its next task while an answer waits for the pipeline's process to
+read it: neither process blocks writing to the pipe while the other does (a task of a
+shuffled batch holds its rows, an answer the pickled part of its batch: each may be
+larger than the pipe holds). A stage's ``sys.exit`` or ``KeyboardInterrupt`` ends the
+batch, not the worker: it comes back as a `WorkerError` naming the stage. It watches the
+pipeline's process: once that is gone, even killed, it deletes that process's slot files
+and ends its process group. Asked to stop, it ends its process group too, so nothing its
+stages started outlives it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import contextlib
 import dataclasses
 import os
 import pickle
+import queue
 import select
 import signal
 import threading
@@ -113,6 +120,24 @@ def _start(
     return source, tuple(stages)
 
 
+class _Replies:
+    """Sends a worker's answers, pickled, in order, from a thread of its own: the worker
+    goes on reading tasks while the pipeline's process has yet to read an answer."""
+
+    def __init__(self, connection: Connection):
+        self._connection = connection
+        self._queue: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        threading.Thread(target=self._send_all, daemon=True).start()
+
+    def put(self, reply: bytes) -> None:
+        self._queue.put(reply)
+
+    def _send_all(self) -> None:
+        with contextlib.suppress(OSError):  # the pipe broke: the main loop sees it too
+            while True:
+                self._connection.send_bytes(self._queue.get())
+
+
 def serve(
     connection: Connection,
     payload: bytes,
@@ -127,6 +152,7 @@ def serve(
     last = "the source's __getitem__"
     if isinstance(work, tuple) and work[1]:
         last = f"stages[{len(work[1]) - 1}]"
+    replies = _Replies(connection)
     try:
         while True:
             task = connection.recv()  # EOFError once the pipeline's process is gone
@@ -137,7 +163,7 @@ def serve(
                 reply = number, True, make_batch(work, rows, lent, prefix)
             except Exception as error:
                 reply = number, False, error
-            _send(connection, reply, last)
+            replies.put(_pickled(reply, last))
     except (EOFError, OSError):  # the pipe broke: the pipeline's process is gone
         pass
     finally:  # whatever ended the loop, nothing this worker started outlives it
@@ -157,7 +183,10 @@ def make_batch(
     source, stages = work
     check_jax_in_worker(AT_START)
     start = time.perf_counter()
-    batch = read_rows(source, rows)
+    try:
+        batch = read_rows(source, rows)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit) as error:
+        raise _exit_in_worker("the source's __getitem__", error) from None
     read = time.perf_counter()
     check_jax_in_worker("the source's __getitem__")
     for position, stage in enumerate(stages):
@@ -165,6 +194,8 @@ def make_batch(
         try:
             batch = call_stage(stage, where, batch)
             check_jax_in_worker(where, batch)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit) as error:
+            raise _exit_in_worker(where, error) from None
         except Exception as error:
             error.add_note("It ran in a pipeline worker process, where JAX runs on CPU only.")
             if not _round_trips(error):
@@ -180,6 +211,23 @@ def make_batch(
     return dataclasses.replace(answer, seconds=seconds)
 
 
+def _exit_in_worker(where: str, error: BaseException) -> WorkerError:
+    """The error that reports `where`'s ``sys.exit`` (or KeyboardInterrupt) in a worker."""
+    if isinstance(error, SystemExit):
+        code = error.code
+        what = f"called sys.exit({code!r})"
+        codes = [code] if isinstance(code, int) else []
+    else:
+        what, codes = f"raised {type(error).__name__}", []
+    return WorkerError(
+        f"{where} {what} in a pipeline worker process: that ends this batch, not the "
+        "worker or your program, and the batch is not consumed (the next next() makes it "
+        "again). To stop on a bad batch, raise an exception, which reaches you with its "
+        "type; or use workers=0, where the stages run in this process and sys.exit ends it.",
+        exit_codes=codes,
+    )
+
+
 def _unpicklable(tree: Any) -> str:
     """The path of the first leaf of `tree` that cannot be pickled (empty: the whole)."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
@@ -190,11 +238,11 @@ def _unpicklable(tree: Any) -> str:
     return ""
 
 
-def _send(connection: Connection, reply: tuple[int, bool, Any], last: str) -> None:
-    """Sends `reply`; an answer that cannot be pickled becomes the error that says why
+def _pickled(reply: tuple[int, bool, Any], last: str) -> bytes:
+    """`reply` pickled; an answer that cannot be pickled becomes the error that says why
     (`last` names the stage that made the batch)."""
     try:
-        connection.send(reply)
+        return pickle.dumps(reply)
     except (pickle.PicklingError, TypeError, AttributeError) as error:
         number, succeeded, answer = reply
         if succeeded:
@@ -202,7 +250,7 @@ def _send(connection: Connection, reply: tuple[int, bool, Any], last: str) -> No
             what = f"batch{where}, returned by {last}," if where else f"the batch {last} returned"
         else:
             what = f"the error {answer!r}"
-        connection.send(
+        return pickle.dumps(
             (
                 number,
                 False,

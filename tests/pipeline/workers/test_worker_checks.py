@@ -24,8 +24,14 @@ import numpy as np
 import pytest
 from _support.processes import script_environment
 from _support.worker_stages import scale, to_device
+from jax.sharding import NamedSharding, PartitionSpec
 
-from datarax.errors import NoMainGuardError, WorkerArrayError, WorkerDeviceError
+from datarax.errors import (
+    NoMainGuardError,
+    NotPicklableError,
+    WorkerArrayError,
+    WorkerDeviceError,
+)
 from datarax.pipeline import Pipeline
 from datarax.pipeline.workers import _guards as _worker_checks
 from datarax.pipeline.workers import _pool as _workers
@@ -37,6 +43,7 @@ from datarax.pipeline.workers._guards import (
     raise_if_no_main_guard,
     run_jax_on_cpu,
 )
+from datarax.sharding import ArraySharder
 
 LINUX_ONLY = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the process tree is read from /proc"
@@ -215,3 +222,27 @@ def test_a_worker_of_a_pipeline_on_an_accelerator_names_the_stage_that_used_jax(
         next(iter(pipeline))
     assert raised.value.stage == "stages[1]"
     assert "JAX runs on CPU only" in " ".join(getattr(raised.value, "__notes__", []))
+
+
+def test_the_docstrings_placing_stage_with_workers_says_to_pass_sharding_instead() -> None:
+    """``stages=[lambda b: sharder.shard(b, sharding)]``, the form the Pipeline docstring
+    shows, with workers: the error names what it reads and the way that works."""
+    sharding = NamedSharding(jax.make_mesh((8,), ("data",)), PartitionSpec("data"))
+    sharder = ArraySharder()
+    source = {"x": np.arange(64)}
+    pattern = (
+        r"stages\[0\] reads sharder \(ArraySharder\) and sharding \(NamedSharding\), "
+        r"which belong to this process's devices.*Pass sharding= to the Pipeline instead"
+    )
+    with pytest.raises(NotPicklableError, match=pattern) as raised:
+        Pipeline(
+            source=source, stages=[lambda b: sharder.shard(b, sharding)], batch_size=8, workers=2
+        )
+    assert "top-level function" not in str(raised.value)
+    # The way out it names, with workers, places the batches the stage placed here.
+    placed = list(Pipeline(source=source, batch_size=8, sharding=sharding, workers=2))
+    here = list(
+        Pipeline(source=source, stages=[lambda b: sharder.shard(b, sharding)], batch_size=8)
+    )
+    assert [b["x"].sharding for b in placed] == [b["x"].sharding for b in here]
+    assert [b["x"].tolist() for b in placed] == [b["x"].tolist() for b in here]
