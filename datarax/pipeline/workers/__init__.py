@@ -11,6 +11,8 @@ in order, so the batches are the ones ``workers=0`` makes. One job per module:
   back in order and closes the pool without leaving anything behind.
 - `_worker`: what runs in a worker: its start, and the making of one batch.
 - `_slots`: batches come back through shared-memory slots, one copy, never pickled.
+  `_owners`: whose slot files are whose, and when an owner is gone, proven by the lock
+  it holds for its life.
 - `_guards`: JAX on CPU only in a worker, host data out of its stages, and a clear
   error for a script without ``if __name__ == "__main__":``; `_preload` sets JAX to CPU
   in the forkserver that starts every worker.

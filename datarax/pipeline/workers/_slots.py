@@ -17,12 +17,14 @@ and the slot lent again at once, so kept batches hold at most four times their b
 New slots are sized for the largest batch among the last `WINDOW` answers, and a free
 slot more than four times that size is deleted: memory goes back after one large batch.
 
-Every slot file is named ``datarax-batch-<pid>-<start>-<set>-...`` after the process that
-owns it (its pid and start time) and the set of slots (one per pool) it belongs to.
-Closing a set deletes its files; a worker whose pipeline's process is gone, even killed,
-deletes that process's files; and a new set first deletes the files of every owner that
-is gone (`sweep_stale`), so files left by a process killed together with its workers
-(a kernel restart) go at the next start.
+Every slot file is named ``datarax-slots-<pid>-<start>-<token>-<set>-...`` after the
+process that owns it and the set of slots (one per pool) it belongs to; the owner holds
+a lock for its life (`datarax.pipeline.workers._owners`). Closing a set deletes its
+files; a worker whose pipeline's process is gone, even killed, or runs another program
+(``exec``) deletes that process's files; and a new set first deletes the files of every
+owner proven gone (`sweep`), so files left by a process killed together with its
+workers (a kernel restart) go at the next start, and files of a live pipeline in
+another PID namespace stay.
 """
 
 from __future__ import annotations
@@ -41,66 +43,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax._syscompat import proc_stat
+from datarax.pipeline.workers._owners import shared_folder, sweep, this_owner
 
 WINDOW = 16  # answers whose sizes decide the size of new slots
 _ALIGN = 64  # each array starts on a cache line (and where jax's CPU client can alias it)
 _PAGE = mmap.PAGESIZE
 # Each mapping is filled in at once, so neither side takes a page fault per page later.
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-_PREFIX = "datarax-batch-"
-
-
-def shared_folder() -> str:
-    """Where slot files go: /dev/shm (memory) where it exists, else the temp folder."""
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        return "/dev/shm"
-    return tempfile.gettempdir()
-
-
-def _started(pid: int) -> int:
-    """When `pid` started (0 where the system cannot say)."""
-    stat = proc_stat(pid)
-    return 0 if stat is None else stat.start_time
-
-
-def owner_prefix(pid: int) -> str:
-    """The start of the names of the slot files owned by process `pid`."""
-    return f"{_PREFIX}{pid}-{_started(pid)}-"
-
-
-def delete_files_of(prefix: str) -> None:
-    """Deletes the slot files whose names start with `prefix` (an `owner_prefix`, read
-    while its process lived: a worker deletes them once that process is gone)."""
-    for path in glob.glob(os.path.join(shared_folder(), glob.escape(prefix) + "*")):
-        _unlink(path)
-
-
-def _gone(pid: int, started: int) -> bool:
-    if started:
-        return _started(pid) != started  # gone, or the pid now names another process
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def sweep_stale() -> int:
-    """Deletes the slot files whose owning process is gone; returns how many."""
-    swept = 0
-    for path in glob.glob(os.path.join(shared_folder(), _PREFIX + "*")):
-        fields = os.path.basename(path)[len(_PREFIX) :].split("-")
-        try:
-            pid, started = int(fields[0]), int(fields[1])
-        except (IndexError, ValueError):
-            continue  # not a name this module made
-        if _gone(pid, started):
-            _unlink(path)
-            swept += 1
-    return swept
 
 
 def _unlink(path: str) -> None:
@@ -247,8 +196,8 @@ class Slots:
     """
 
     def __init__(self) -> None:
-        sweep_stale()
-        self.prefix = f"{owner_prefix(os.getpid())}{id(self):x}-"
+        sweep()
+        self.prefix = f"{this_owner()}{id(self):x}-"
         self._free: collections.deque[_Slot] = collections.deque()
         self._files: dict[str, _Slot] = {}
         self._recent: collections.deque[int] = collections.deque(maxlen=WINDOW)

@@ -12,8 +12,10 @@ read it: neither process blocks writing to the pipe while the other does (a task
 shuffled batch holds its rows, an answer the pickled part of its batch: each may be
 larger than the pipe holds). A stage's ``sys.exit`` or ``KeyboardInterrupt`` ends the
 batch, not the worker: it comes back as a `WorkerError` naming the stage. It watches the
-pipeline's process: once that is gone, even killed, it deletes that process's slot files
-and ends its process group. Asked to stop, it ends its process group too, so nothing its
+pipeline's process: once that is gone, even killed, or runs another program, it deletes
+that process's slot files, once that process's lock is free
+(`datarax.pipeline.workers._owners`: a broken pipe can come before the lock is), and
+ends its process group. Asked to stop, it ends its process group too, so nothing its
 stages started outlives it.
 """
 
@@ -40,15 +42,11 @@ from datarax.pipeline._options import Workers
 from datarax.pipeline._sources import Rows, read_rows
 from datarax.pipeline._stages import call_stage
 from datarax.pipeline.workers._guards import AT_START, check_jax_in_worker, run_jax_on_cpu
-from datarax.pipeline.workers._slots import (
-    Answer,
-    Lent,
-    WorkerSide,
-    delete_files_of,
-    owner_prefix,
-)
+from datarax.pipeline.workers._owners import pid_prefix, sweep_after
+from datarax.pipeline.workers._slots import Answer, Lent, WorkerSide
 
 WATCH_S = 0.2  # without pidfd: how often a worker checks that its pipeline's process lives
+LEAVE_WAIT_S = 5.0  # how long a worker whose pipe broke waits for its pipeline's lock
 _side = WorkerSide()
 
 
@@ -80,11 +78,11 @@ def _wait_for_exit(pid: int) -> None:
         time.sleep(WATCH_S)
 
 
-def _leave(parent: int, files: str) -> None:
-    """Ends this worker's group; first, when the pipeline's process `parent` is gone, its
-    slot files (named starting with `files`), which nobody else will delete now."""
-    if not _alive(parent):
-        delete_files_of(files)
+def _leave(files: str, wait_s: float) -> None:
+    """Ends this worker's group; first deletes the slot files of every owner proven gone,
+    after waiting at most `wait_s` for the pipeline's process (whose files are named
+    starting with `files`) to free its lock: once gone, nobody else would delete them."""
+    sweep_after(files, wait_s)
     _end_group()
 
 
@@ -92,7 +90,7 @@ def _watch_parent(parent: int, files: str) -> None:
     # Not os.getppid(): a forkserver's child has the forkserver as parent, and the
     # forkserver lives as long as its children do.
     _wait_for_exit(parent)
-    _leave(parent, files)  # nobody wants the batches any more
+    _leave(files, LEAVE_WAIT_S)  # nobody wants the batches any more
 
 
 def _start(
@@ -147,12 +145,13 @@ def serve(
     options: Workers,
 ) -> None:
     """A worker's life: set up, then answer each task until told to stop (None)."""
-    files = owner_prefix(parent)  # read now, while the pipeline's process is there
+    files = pid_prefix(parent)  # read now, while the pipeline's process is there
     work = _start(payload, parent, files, backend, environment, options.keep_freed_memory)
     last = "the source's __getitem__"
     if isinstance(work, tuple) and work[1]:
         last = f"stages[{len(work[1]) - 1}]"
     replies = _Replies(connection)
+    wait_s = 0.0  # told to stop: the pipeline's process lives on and deletes its files
     try:
         while True:
             task = connection.recv()  # EOFError once the pipeline's process is gone
@@ -164,11 +163,11 @@ def serve(
             except Exception as error:
                 reply = number, False, error
             replies.put(_pickled(reply, last))
-    except (EOFError, OSError):  # the pipe broke: the pipeline's process is gone
-        pass
+    except (EOFError, OSError):  # the pipe broke: the pipeline's process is gone or going
+        wait_s = LEAVE_WAIT_S
     finally:  # whatever ended the loop, nothing this worker started outlives it
         connection.close()
-        _leave(parent, files)
+        _leave(files, wait_s)
 
 
 def make_batch(

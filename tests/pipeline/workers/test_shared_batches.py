@@ -19,7 +19,8 @@ from _support.worker_stages import PARENT, as_lists
 from flax import nnx
 
 from datarax.pipeline import Pipeline, Workers
-from datarax.pipeline.workers._slots import Lent, Slots, WorkerSide, delete_files_of, owner_prefix
+from datarax.pipeline.workers._owners import pid_prefix, sweep, sweep_after, this_owner
+from datarax.pipeline.workers._slots import Lent, Slots, WorkerSide
 
 IMAGES = np.arange(40 * 16 * 16 * 3, dtype=np.uint8).reshape(40, 16, 16, 3)
 
@@ -154,12 +155,15 @@ def test_a_workers_clean_up_deletes_the_files_of_a_gone_process_only() -> None:
     slots, side = Slots(), WorkerSide()
     _round_trip(slots, side, {"x": np.zeros(100)})
     lent = slots.lend()
-    assert lent is not None and os.path.basename(lent.path).startswith(owner_prefix(os.getpid()))
-    delete_files_of(owner_prefix(os.getpid() + 1_000_000))  # no such process: ours stay
+    assert lent is not None and os.path.basename(lent.path).startswith(this_owner())
+    assert this_owner().startswith(pid_prefix(os.getpid()))
+    started = time.monotonic()
+    sweep_after(pid_prefix(os.getpid()), 0.3)  # ours: the lock is held, so the files stay
+    assert time.monotonic() - started >= 0.3 and os.path.exists(lent.path)
+    sweep()
     assert os.path.exists(lent.path)
-    delete_files_of(owner_prefix(os.getpid()))
-    assert not os.path.exists(lent.path)
     slots.close()
+    assert not os.path.exists(lent.path)
 
 
 def test_workers_batches_are_slot_views_equal_to_workers_0_and_kept_ones_stay() -> None:
@@ -225,7 +229,7 @@ def test_a_killed_parents_slot_files_are_deleted_by_its_workers(tmp_path: Path) 
         pids = [int(pid) for pid in parent.stdout.readline().split()]
         folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
         assert folder is not None and pids and all(running(pid) for pid in pids)
-        prefix = f"datarax-batch-{parent.pid}-"
+        prefix = f"datarax-slots-{parent.pid}-"
         assert any(name.startswith(prefix) for name in os.listdir(folder))
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=30)

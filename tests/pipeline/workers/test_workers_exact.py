@@ -36,7 +36,8 @@ from jax.sharding import PartitionSpec as P
 
 from datarax.errors import NotPicklableError
 from datarax.pipeline import Pipeline, Workers
-from datarax.pipeline.workers._slots import Slots, owner_prefix, shared_folder
+from datarax.pipeline.workers._owners import shared_folder, this_owner
+from datarax.pipeline.workers._slots import Slots
 from datarax.sharding import ArraySharder
 
 SOURCE = {"x": np.arange(64)}
@@ -103,19 +104,26 @@ def test_reading_the_next_epoch_ahead_is_asked_for_explicitly() -> None:
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm to look into")
 def test_files_of_a_process_gone_with_its_workers_are_deleted_by_the_next_start() -> None:
+    """A gone owner's lock file is free: its files go, and so do files whose owner's lock
+    file is gone; ours stay, and so do names of another form (an earlier release's)."""
     gone = subprocess.Popen(["true"])
     gone.wait()
     folder = shared_folder()
-    left = Path(folder, f"datarax-batch-{gone.pid}-12345-abc-slot")
-    left.write_bytes(b"x" * 4096)
-    mine = Path(folder, f"{owner_prefix(os.getpid())}abc-slot")
-    mine.write_bytes(b"x")
+    owner = f"datarax-slots-{gone.pid}-12345-0badf00d"
+    lock, left = Path(folder, f"{owner}.lock"), Path(folder, f"{owner}-abc-slot1234")
+    orphan = Path(folder, f"datarax-slots-{gone.pid}-12345-5eedf00d-abc-slot1234")
+    other_form = Path(folder, f"datarax-slots-{gone.pid}-12345-abc-slot1234")
+    earlier_release = Path(folder, f"datarax-batch-{gone.pid}-12345-abc-slot1234")
+    mine = Path(folder, f"{this_owner()}abc-slot1234")
+    made = [lock, left, orphan, other_form, earlier_release, mine]
+    for path in made:
+        path.write_bytes(b"x" * 4096)
     try:
         Slots().close()
-        assert not left.exists() and mine.exists()
+        assert [path.exists() for path in made] == [False, False, False, True, True, True]
     finally:
-        left.unlink(missing_ok=True)
-        mine.unlink(missing_ok=True)
+        for path in made:
+            path.unlink(missing_ok=True)
 
 
 GROUP_KILLED = """
@@ -157,7 +165,7 @@ def test_a_kill_of_the_whole_process_group_leaves_no_file_semaphore_or_process(
         workers = [int(pid) for pid in parent.stdout.readline().split()]
         sleeps = [int(pid) for pid in record.read_text().split()]
         assert workers and sleeps and all(map(running, workers + sleeps))
-        assert any(name.startswith(f"datarax-batch-{parent.pid}-") for name in _shm_names())
+        assert any(name.startswith(f"datarax-slots-{parent.pid}-") for name in _shm_names())
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait(timeout=30)
         assert still_running(workers + sleeps) == []
