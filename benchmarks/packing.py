@@ -47,8 +47,8 @@ its best worker count over Grain's best of the same method, per Grain source. Ta
 host); our first-fit fill >= Grain's best first-fit fill; planning < 10 s each way.
 
 Duration with the defaults (6,000 documents, rows of 2,048 tokens, batches of 32,
-workers 0 and the usable cores, 2 epochs, 2 rounds): about 5 minutes on 2 cores
-shared with other work, 13 runs a round of 3 to 20 s each.
+workers 0 and the usable cores, 2 epochs, 2 rounds): about 4 minutes on 2 cores shared
+with other work (load 4 to 6), 13 runs a round of 3 to 21 s each; 3 rounds took 5 m 48 s.
 
     python -m benchmarks.packing --out DIR [--label NAME] [--documents N] [--length L]
         [--batch-size B] [--workers N] [--epochs E] [--rounds R] [--files F]
