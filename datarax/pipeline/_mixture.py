@@ -213,7 +213,11 @@ class Mixture:
         lambda self: dict(zip(self._names, self._weights.tolist(), strict=True)),
         doc="Each source's weight, normalised to sum to 1.",
     )
-    lengths = property(lambda self: self._lengths, doc="Each document's length (read-only).")
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Each document's length (read-only)."""
+        return self._lengths
 
     def __len__(self) -> int:
         return len(self._doc)

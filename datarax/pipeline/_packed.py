@@ -211,8 +211,9 @@ class Packed:
         docs = [self._plan.pieces_of(self._row_index(r))[0] for r in np.asarray(rows).ravel()]
         return np.unique(np.concatenate(docs)).astype(np.int64) if docs else np.empty(0, np.int64)
 
-    def __getitem__(self, row: int) -> dict[str, np.ndarray]:
-        return self.__getitems__([row])[0]
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        """Row `index` (negative counts from the end)."""
+        return self.__getitems__([index])[0]
 
     def __getitems__(self, rows: Iterable[int]) -> list[dict[str, np.ndarray]]:
         """Rows `rows`, reading each document they need once."""
