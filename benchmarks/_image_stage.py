@@ -1,10 +1,11 @@
 """The images case's data and its stage: a numpy augmentation that makes fresh arrays.
 
 Per image: reflect-pad by `PAD` pixels on each side, crop back to the image's size at a
-place drawn from its label, flip it left to right when the label is odd; the batch's
-images are then stacked. Every batch allocates its arrays anew, as a real augmentation
-does: the padded copies and the stacked batch (38.5 MB for 256 images of 224 x 224 x 3),
-which glibc maps fresh from the kernel each time unless the process keeps freed memory.
+place drawn from its label, flip it left to right when the label is odd, written into
+the batch's output array. Every batch allocates its arrays anew, as a real augmentation
+does: the padded copies and the output (38.5 MB for 256 images of 224 x 224 x 3), which
+glibc maps fresh from the kernel each time unless the process keeps freed memory; in a
+pipeline's worker the output is made in the slot that carries it back instead.
 
 Run as a module, it times the stage in a process of its own, once with the C library's
 defaults and then after `keep_freed_memory()`, and prints both as a JSON line:
@@ -22,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from datarax.pipeline import output_array
+
 PAD = 8
 _PLACES = 2 * PAD + 1  # crop offsets 0..2*PAD along each axis
 
@@ -37,13 +40,14 @@ def augment_image(image: np.ndarray, label: int) -> np.ndarray:
 
 
 def augment_batch(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The stage on a whole batch: every image augmented, then stacked."""
-    labels = batch["label"]
-    pairs = zip(batch["image"], labels, strict=True)
-    return {
-        "image": np.stack([augment_image(image, int(label)) for image, label in pairs]),
-        "label": labels,
-    }
+    """The stage on a whole batch: every image augmented into one output array, made
+    with `output_array`: in a pipeline's worker, in the shared memory that carries the
+    batch back (no copy to cross); anywhere else (Grain's processes too) ``np.empty``."""
+    labels, images = batch["label"], batch["image"]
+    out = output_array(images.shape, images.dtype)
+    for row, (image, label) in enumerate(zip(images, labels, strict=True)):
+        out[row] = augment_image(image, int(label))
+    return {"image": out, "label": labels}
 
 
 def augment_record(record: dict[str, Any]) -> dict[str, Any]:

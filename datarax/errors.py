@@ -261,6 +261,20 @@ class WorkerArrayError(DataraxError, TypeError):
         self.stage = stage
 
 
+class OutputArrayError(DataraxError, TypeError):
+    """`output_array` was asked for an array that shared memory cannot carry (an object
+    dtype, whose elements are references into one process's memory).
+
+    Attributes:
+        stage: where it was asked for, e.g. ``stages[0]`` (empty outside a pipeline).
+        dtype: the dtype asked for.
+    """
+
+    def __init__(self, message: str, *, dtype: str, stage: str = ""):
+        super().__init__(message)
+        self.dtype, self.stage = dtype, stage
+
+
 # Saving, and clusters.
 
 

@@ -7,6 +7,9 @@ global batch on every host. Language-model data is such a source too: `Documents
 arrays), `Mixture` (several of them by weight) and `Packed` (fixed-length rows planned
 from the documents' lengths alone). `prefetch_to_device` places the next batches in the
 background, and `Checkpoints` saves a pipeline's position beside the model's state.
+A host stage that makes its output with `output_array` (or `output_like`) makes it, in
+a worker process, in the shared memory that carries it back: that batch crosses with no
+copy.
 """
 
 from datarax.errors import CheckpointSaveError as CheckpointSaveError
@@ -15,6 +18,8 @@ from datarax.pipeline._documents import Documents as Documents
 from datarax.pipeline._memory import keep_freed_memory as keep_freed_memory
 from datarax.pipeline._mixture import Mixture as Mixture
 from datarax.pipeline._options import Workers as Workers
+from datarax.pipeline._outputs import output_array as output_array
+from datarax.pipeline._outputs import output_like as output_like
 from datarax.pipeline._packed import Packed as Packed
 from datarax.pipeline._pipeline import Pipeline as Pipeline
 from datarax.pipeline._prefetch import DevicePrefetcher as DevicePrefetcher
@@ -37,6 +42,8 @@ __all__ = [
     "TimeReport",
     "Workers",
     "keep_freed_memory",
+    "output_array",
+    "output_like",
     "prefetch_to_device",
     "read_rows",
 ]

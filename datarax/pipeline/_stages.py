@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.errors import StageStopIterationError
+from datarax.errors import OutputArrayError, StageStopIterationError
 
 Batch = Any
 Stage = Callable[[Batch], Batch]
@@ -58,6 +58,8 @@ def call_stage(stage: Stage, where: str, batch: Batch) -> Batch:
     except StopIteration as error:
         raise stop_iteration_error(where, error) from error
     except Exception as error:
+        if isinstance(error, OutputArrayError) and not error.stage:
+            error.stage = where
         note = f"Raised by {where} of the pipeline."
         if _wrote_into_read_only(error, batch):
             note += (

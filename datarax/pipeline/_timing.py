@@ -42,6 +42,7 @@ class BatchTimes:
     device_stages: float = 0.0
     step: float = 0.0
     start: float = 0.0  # waiting for worker processes to start (the first batch)
+    copied: int = 0  # bytes copied to cross between processes (`output_array` saves them)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +57,9 @@ class TimeReport:
         start_s: seconds spent waiting for worker processes to start, once; left out of
             the means, where it would count as waiting.
         workers_choice: with ``workers="auto"``, what was chosen and why.
+        copied_mb: mean megabytes a batch copied to cross between processes (into its
+            shared-memory slot, or pickled); arrays a stage made with `output_array`
+            in the slot are not copied. 0 without workers.
     """
 
     batches: int
@@ -64,6 +68,7 @@ class TimeReport:
     in_workers: tuple[str, ...]
     start_s: float = 0.0
     workers_choice: str = ""
+    copied_mb: float = 0.0
 
     def table(self) -> str:
         """One line per part, its mean milliseconds per batch and where it ran."""
@@ -71,6 +76,8 @@ class TimeReport:
         for part in PARTS:
             where = "a worker" if part in self.in_workers else "this process"
             lines.append(f"  {WHERE[part]:<29} {self.ms[part]:9.2f}  ({where})")
+        if self.workers:
+            lines.append(f"copied between processes: {self.copied_mb:.2f} MB a batch")
         if self.start_s:
             lines.append(f"starting the workers took {self.start_s:.2f} s, once")
         if self.workers_choice:
@@ -117,4 +124,5 @@ class Timings:
         }
         in_worker = ("read", "stages", "move") if in_workers else ()
         start = sum(times.start for times in batches)
-        return TimeReport(count, workers, ms, in_worker, start, choice)
+        copied_mb = sum(times.copied for times in batches) / max(count, 1) / 1e6
+        return TimeReport(count, workers, ms, in_worker, start, choice, copied_mb)

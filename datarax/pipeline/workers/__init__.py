@@ -10,7 +10,9 @@ in order, so the batches are the ones ``workers=0`` makes. One job per module:
 - `_pool`: the pipeline's side, `HostWorkers`, which keeps batches in flight, takes them
   back in order and closes the pool without leaving anything behind.
 - `_worker`: what runs in a worker: its start, and the making of one batch.
-- `_slots`: batches come back through shared-memory slots, one copy, never pickled.
+- `_slots`: batches come back through shared-memory slots, one copy, never pickled;
+  `_worker_side`: a worker's side of them, where `output_array` makes a stage's output
+  in the slot itself, so that array is not copied at all.
   `_owners`: whose slot files are whose, and when an owner is gone, proven by the lock
   it holds for its life.
 - `_guards`: JAX on CPU only in a worker, host data out of its stages, and a clear

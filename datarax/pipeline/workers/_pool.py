@@ -183,6 +183,7 @@ class HostWorkers:
         else:
             times.wait = unpacking - waiting
         times.move = into_slot + time.perf_counter() - unpacking
+        times.copied = answer.copied
         self._send(self._wanted(epoch, index + 1, end, next_end), rows_of)
         return batch
 

@@ -3,12 +3,14 @@
 A *slot* is a file in shared memory (``/dev/shm`` where there is one), mapped in the
 pipeline's process and in the workers. With each task the pipeline's process lends a
 worker a free slot, when it has one of the size recent batches needed; the worker copies
-every numpy array of the batch into it (the one copy of the transport) and answers with
-the batch's structure, each array replaced by its place in the slot, and the pipeline's
-process turns that back into numpy arrays that are views of the slot: same dtype (byte
-order included), shape and writeable flag as the worker's arrays. Without a slot that
-fits, the worker makes one itself, of the size the batch needs, and the pipeline's
-process adopts it. The rest of a batch (strings, numbers, object arrays) is pickled.
+every numpy array of the batch into it (the one copy of the transport), except those its
+stages made there with `output_array` (`datarax.pipeline.workers._worker_side`), and
+answers with the batch's structure, each array replaced by its place in the slot, and
+the pipeline's process turns that back into numpy arrays that are views of the slot:
+same dtype (byte order included), shape and writeable flag as the worker's arrays.
+Without a slot that fits, the worker makes one itself, of the size the batch needs, and
+the pipeline's process adopts it. The rest of a batch (strings, numbers, object arrays)
+is pickled.
 
 A slot is lent again only once nothing refers to the arrays in it: no leaf of the
 batch, no view of one, no jax array that aliases one, so a batch the user keeps is
@@ -112,69 +114,12 @@ class Answer:
     needed: int
     arrays: tuple[np.ndarray, ...] = ()
     seconds: tuple[float, float, float] = (0.0, 0.0, 0.0)  # reading, stages, into the slot
+    copied: int = 0  # bytes copied to cross (into the slot, or pickled)
 
 
-def _shared(leaf: Any) -> bool:
+def shared(leaf: Any) -> bool:
     """Whether `leaf` goes through a slot: a numpy array of plain (non-object) data."""
     return type(leaf) in (np.ndarray, np.memmap) and not leaf.dtype.hasobject
-
-
-def _layout(batch: Any) -> tuple[Any, list[tuple[_InSlot, np.ndarray]], int]:
-    """`batch` with each shared array replaced by its `_InSlot`, the (place, array)
-    pairs, and the bytes they take."""
-    pairs: list[tuple[_InSlot, np.ndarray]] = []
-    end = 0
-
-    def place(leaf: Any) -> Any:
-        nonlocal end
-        if not _shared(leaf):
-            return leaf
-        offset = -(-end // _ALIGN) * _ALIGN
-        end = offset + leaf.nbytes
-        pairs.append((_InSlot(offset, leaf.dtype, leaf.shape, bool(leaf.flags.writeable)), leaf))
-        return pairs[-1][0]
-
-    return jax.tree_util.tree_map(place, batch), pairs, end
-
-
-class WorkerSide:
-    """In a worker: the slots it was lent or made, each mapped once, and its answers."""
-
-    def __init__(self) -> None:
-        self._maps: dict[str, mmap.mmap] = {}
-
-    def answer(self, batch: Any, lent: Lent | None, prefix: str) -> Answer:
-        """`batch` written into `lent`, or into a slot made for it (its file named with
-        `prefix`, the set of slots that adopts it), as the answer to send back."""
-        self._unmap_deleted()
-        skeleton, pairs, needed = _layout(batch)
-        if not pairs:
-            return Answer(batch, None, 0)
-        if not needed:  # only empty arrays: rebuilt there from their places alone
-            return Answer(skeleton, None, 0)
-        try:
-            slot, memory = self._slot_for(needed, lent, prefix)
-        except OSError:  # shared memory is full: the arrays travel pickled
-            return Answer(skeleton, None, needed, tuple(array for _, array in pairs))
-        for place, array in pairs:
-            np.copyto(np.ndarray(array.shape, array.dtype, memory, place.offset), array)
-        return Answer(skeleton, slot, needed)
-
-    def _slot_for(self, needed: int, lent: Lent | None, prefix: str) -> tuple[Lent, mmap.mmap]:
-        if lent is not None and needed <= lent.size:
-            memory = self._maps.get(lent.path)
-            if memory is None:
-                memory = self._maps[lent.path] = _map(lent.path, lent.size)
-            return lent, memory
-        path, memory = _make_file(prefix, -(-needed // _PAGE) * _PAGE)
-        self._maps[path] = memory
-        return Lent(path, len(memory)), memory
-
-    def _unmap_deleted(self) -> None:
-        """Unmaps the slots whose files the pipeline's process deleted: their memory goes
-        back only once no process maps them."""
-        for path in [path for path in self._maps if not os.path.exists(path)]:
-            self._maps.pop(path).close()
 
 
 class _Slot:

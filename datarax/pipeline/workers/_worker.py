@@ -39,11 +39,13 @@ from datarax._syscompat import proc_stat
 from datarax.errors import NotPicklableError, WorkerError
 from datarax.pipeline._memory import keep_freed_memory
 from datarax.pipeline._options import Workers
+from datarax.pipeline._outputs import lending
 from datarax.pipeline._sources import Rows, read_rows
 from datarax.pipeline._stages import call_stage
 from datarax.pipeline.workers._guards import AT_START, check_jax_in_worker, run_jax_on_cpu
 from datarax.pipeline.workers._owners import pid_prefix, sweep_after
-from datarax.pipeline.workers._slots import Answer, Lent, WorkerSide
+from datarax.pipeline.workers._slots import Answer, Lent
+from datarax.pipeline.workers._worker_side import WorkerSide
 
 WATCH_S = 0.2  # without pidfd: how often a worker checks that its pipeline's process lives
 LEAVE_WAIT_S = 5.0  # how long a worker whose pipe broke waits for its pipeline's lock
@@ -188,6 +190,16 @@ def make_batch(
         raise _exit_in_worker("the source's __getitem__", error) from None
     read = time.perf_counter()
     check_jax_in_worker("the source's __getitem__")
+    with lending(_side.begin(lent)):  # output_array makes its arrays in the slot
+        batch = _run_stages(stages, batch)
+    made = time.perf_counter()
+    answer = _side.answer(batch, lent, prefix)
+    seconds = (read - start, made - read, time.perf_counter() - made)
+    return dataclasses.replace(answer, seconds=seconds)
+
+
+def _run_stages(stages: tuple[Any, ...], batch: Any) -> Any:
+    """`batch` through every stage, each error naming its stage."""
     for position, stage in enumerate(stages):
         where = f"stages[{position}]"
         try:
@@ -204,10 +216,7 @@ def make_batch(
                     "arguments its args do not hold). Run with workers=0 to get it as it is."
                 ) from None
             raise
-    made = time.perf_counter()
-    answer = _side.answer(batch, lent, prefix)
-    seconds = (read - start, made - read, time.perf_counter() - made)
-    return dataclasses.replace(answer, seconds=seconds)
+    return batch
 
 
 def _exit_in_worker(where: str, error: BaseException) -> WorkerError:

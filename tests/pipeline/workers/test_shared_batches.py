@@ -20,7 +20,8 @@ from flax import nnx
 
 from datarax.pipeline import Pipeline, Workers
 from datarax.pipeline.workers._owners import pid_prefix, sweep, sweep_after, this_owner
-from datarax.pipeline.workers._slots import Lent, Slots, WorkerSide
+from datarax.pipeline.workers._slots import Lent, Slots
+from datarax.pipeline.workers._worker_side import WorkerSide
 
 IMAGES = np.arange(40 * 16 * 16 * 3, dtype=np.uint8).reshape(40, 16, 16, 3)
 
