@@ -227,7 +227,8 @@ class Pipeline:
         if at.next >= self._ends.end:
             self._timings.epoch_ended()
             raise StopIteration
-        check_length(self._source, self._length)
+        if len(self._source) != self._length:
+            check_length(self._source, self._length)  # raises, naming both lengths
         times = BatchTimes()
         batch = self._host.batch(at.epoch, at.next, self._ends.end, self._count, times)
         if self._global is not None:

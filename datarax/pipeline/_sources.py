@@ -45,6 +45,12 @@ def _read_only(leaf: Any) -> Any:
     return leaf
 
 
+def _frozen(part: Any) -> Any:
+    if isinstance(part, np.ndarray) and part.flags.writeable:
+        part.flags.writeable = False
+    return part
+
+
 class ArraySource:
     """An in-memory source: a pytree (usually a dict) of arrays with equal row counts.
 
@@ -69,7 +75,8 @@ class ArraySource:
         for name, leaf in named:
             check_not_deleted(name, leaf)
             check_known_container(name, leaf)
-        self._leaves = [np.asarray(leaf) for _, leaf in named]  # views: a memmap stays on disk
+        # Read-only views (a memmap stays on disk): a slice of one is read-only already.
+        self._leaves = [_read_only(np.asarray(leaf)) for _, leaf in named]
         for (name, _), leaf in zip(named, self._leaves, strict=True):
             if leaf.ndim == 0:
                 raise ValueError(
@@ -84,8 +91,16 @@ class ArraySource:
         return self._length
 
     def __getitem__(self, index: int | slice | np.ndarray) -> Any:
-        parts = [_read_only(leaf[index]) for leaf in self._leaves]
+        if isinstance(index, slice):  # views of read-only leaves, read-only themselves
+            parts = [leaf[index] for leaf in self._leaves]
+        else:  # an integer array gathers a copy, which nothing else refers to yet
+            parts = [_frozen(leaf[index]) for leaf in self._leaves]
         return jax.tree_util.tree_unflatten(self._treedef, parts)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled (in a worker), numpy's arrays are writeable again.
+        self.__dict__.update(state)
+        self._leaves = [_read_only(leaf) for leaf in self._leaves]
 
 
 def as_source(source: Any) -> ArraySource | RandomAccessSource:

@@ -3,6 +3,7 @@
 import collections
 import itertools
 import json
+import pickle
 import re
 import time
 
@@ -387,3 +388,19 @@ def test_records_of_different_dtypes_are_named_not_promoted() -> None:
         match=r"source\[0\]\['x'\] is int32, but the same leaf of source\[1\] is float32",
     ):
         list(Pipeline(source=records, batch_size=2))
+
+
+@pytest.mark.parametrize("rows", [slice(2, 6), np.array([5, 1]), 3])
+def test_an_array_source_gives_read_only_rows_and_leaves_the_callers_arrays_alone(
+    rows: slice | np.ndarray | int,
+) -> None:
+    images, labels = np.zeros((8, 2, 2)), np.arange(8)
+    source = ArraySource({"image": images, "label": labels})
+
+    # As built, and as a worker unpickles it (numpy's unpickled arrays are writeable).
+    for copy in (source, pickle.loads(pickle.dumps(source))):
+        got = copy[rows]
+        assert not got["image"].flags.writeable and not got["label"].flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            got["image"][...] = 1
+    assert images.flags.writeable and labels.flags.writeable  # the caller's, unchanged
