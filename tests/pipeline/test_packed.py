@@ -171,3 +171,28 @@ def test_workers_make_the_rows_that_this_process_makes() -> None:
         return [batch["tokens"].tolist() for batch in pipeline]
 
     assert batches(2) == batches(0)
+
+
+def test_workers_open_parquet_files_by_path_and_make_the_same_rows(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lengths = np.random.default_rng(9).integers(1, 60, 240)
+    for part in range(2):
+        tokens = [
+            (1000 * i + np.arange(n)).astype(np.int32)
+            for i, n in enumerate(lengths[part * 120 : (part + 1) * 120].tolist(), part * 120)
+        ]
+        table = pa.table({"tokens": pa.array(tokens, pa.list_(pa.int32()))})
+        pq.write_table(table, tmp_path / f"part-{part}.parquet", row_group_size=32)
+    documents = Documents(str(tmp_path / "*.parquet"), cache_dir=tmp_path / "cache")
+    packed = Packed(documents, 32, rngs=nnx.Rngs(1))
+    assert len(pickle.dumps(packed)) < 2_000  # paths, stamps and arguments
+
+    def batches(workers: int) -> list[list[int]]:
+        pipeline = Pipeline(
+            source=packed, batch_size=4, shuffle=True, rngs=nnx.Rngs(2), workers=workers
+        )
+        return [batch["tokens"].tolist() for batch in pipeline]
+
+    assert batches(2) == batches(0)
