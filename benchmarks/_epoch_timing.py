@@ -38,6 +38,7 @@ class EpochTimes:
     first_batch: str = ""  # what ``check`` said of the first batch (a digest, say)
     host_ms: list[float] = field(default_factory=list)
     placed_ms: list[float] = field(default_factory=list)
+    run_s: float = 0.0  # the whole run: opening, the first batch, every epoch
 
 
 def _epoch(stream: Iterator[Any], batches: int, place: Callable[[Any], Any] | None) -> float:
@@ -73,6 +74,7 @@ def time_epochs(
         times.host_ms = [_epoch(stream, batches_per_epoch, None) for _ in range(epochs)]
         if place is not None:
             times.placed_ms = [_epoch(stream, batches_per_epoch, place) for _ in range(epochs)]
+        times.run_s = time.perf_counter() - start
     finally:
         close_stream(stream)
         del stream

@@ -135,7 +135,12 @@ def _per_candidate(results: dict[str, Any], gigabytes: float) -> dict[str, Any]:
         for key in ("host_ms", "placed_ms"):
             epochs = [value for run in done for value in run[key]]
             row[key] = {"mean": statistics.fmean(epochs), "range": [min(epochs), max(epochs)]}
+        halves = [statistics.fmean(run["host_ms"][len(run["host_ms"]) // 2 :]) for run in done]
+        row["last_half_host_ms"] = statistics.fmean(halves)
         row["first_batch_s"] = spread([run["first_batch_s"] for run in done])
+        row["run_s"] = spread([run.get("run_s", 0.0) for run in done])
+        peaks = [note.get("peak_memory_gb", 0.0) for note in results.get("notes", {}).get(name, [])]
+        row["peak_memory_gb"] = max(peaks, default=0.0)
         if results["candidates"][name]["kind"].startswith("copy"):
             row["gb_per_s"] = gigabytes / (row["placed_ms"]["mean"] / 1e3)
         summary[name] = row
@@ -174,26 +179,28 @@ def _cell(row: dict[str, Any] | None, digits: int = 1) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """One row per candidate: the mean ms per batch over every timed epoch of every round
-    (fastest-slowest epoch), the first batch's median (range) over rounds, and the speed
-    over workers=0 as the median (range) of per-round ratios."""
+    """One row per candidate: the first batch's and the whole run's median (range) over
+    rounds, the mean ms per batch over every timed epoch of every round (fastest-slowest
+    epoch) and over the last half of each round's host epochs, the speed over workers=0
+    as the median (range) of per-round ratios, and the peak memory of any round."""
     lines = [
-        "| candidate | first batch (s) | host ms/batch | host + placement ms/batch "
-        "| host speed over workers=0 |",
-        "|" + " --- |" * 5,
+        "| candidate | first batch (s) | whole run (s) | host ms/batch | last half "
+        "| host + placement ms/batch | host speed over workers=0 | peak memory (GB) |",
+        "|" + " --- |" * 8,
     ]
     speeds = results["ratios"]["speed_over_workers_0"]
     for name in results["candidates"]:
         row = results["summary"].get(name)
         if row is None:
             failed = results["errors"].get(name, ["not run"])[0]
-            lines.append(f"| {name} | failed: {failed} | | | |")
+            lines.append(f"| {name} | failed: {failed} | | | | | | |")
             continue
         placed = _cell(row["placed_ms"])
         if "gb_per_s" in row:
             placed += f", {row['gb_per_s']:.2f} GB/s"
-        cells = [name, _cell(row["first_batch_s"], 2), _cell(row["host_ms"]), placed]
-        cells.append(_cell(speeds.get(name), 2))
+        cells = [name, _cell(row["first_batch_s"], 2), _cell(row["run_s"], 1)]
+        cells += [_cell(row["host_ms"]), f"{row['last_half_host_ms']:.1f}", placed]
+        cells += [_cell(speeds.get(name), 2), f"{row['peak_memory_gb']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

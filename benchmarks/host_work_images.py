@@ -27,7 +27,7 @@ dataset repeats for exactly the run's epochs (R = 1 + 2 x ``--epochs``): endless
 default read-ahead of 500 elements would hold 500 batches (19 GB) in each process.
 
 Timing (`benchmarks._epoch_timing`): the seconds to the first batch, the rest of the
-first epoch untimed, then ``--epochs`` (3) epochs of host work alone and as many with
+first epoch untimed, then ``--epochs`` (6) epochs of host work alone and as many with
 every batch placed on ``jax.devices()[0]`` and waited for, each epoch timed alone.
 `Pipeline` places as ``Pipeline(sharding=...)`` does on one process,
 ``ArraySharder().shard(batch, SingleDeviceSharding(device))``; Grain with
@@ -48,18 +48,28 @@ cores (``--preset two-core``: 24 batches of 128 images of 160 x 160 x 3, workers
 2, 3 rounds): Pipeline's best / Grain's best as its docs write it (>= 1.1), and
 ``workers=1`` / ``workers=0`` not slower for a stage of 5 ms or more.
 
+Six timed epochs of each kind (96 batches after the first 16), so that Grain's
+read-ahead (500 elements) drains within the host epochs: the summary gives the ms a
+batch over all of them and over their last half, which must agree for a figure to hold,
+and the whole run's seconds, its first batch included. Memory: every candidate's peak
+(`benchmarks._memory_guard`: this process and every process below it, shared pages
+counted once) is recorded, and a candidate that passes ``--memory-bound-gb`` (3/4 of
+the machine's by default) is stopped and recorded as failed, naming it, so the machine
+stays usable.
+
 Duration of the default run on the 13-core TPU v5e host, estimated from the figures
 measured there (the stage 165 ms a batch in one process, Grain's first batch 11 to 33 s,
-a batch's copy to the chip 39 ms): 17 runs of 112 batches each. ``Pipeline`` at 0
-workers about 20 s, at 4 to 12 about 7 s each; Grain's two ways at 0 processes about
-25 s each; its 9 runs with processes 20 to 40 s each, mostly its start; the placement
-alone 9 s; the data, the stage's own timing, the warm-up and JAX's start about 30 s.
-In all 5 to 8.5 minutes, the spread being Grain's start. Results are written to
+a batch's copy to the chip 39 ms): 17 runs of 208 batches each. ``Pipeline`` at 0
+workers about 35 s, at 4 to 12 about 12 s each; Grain's two ways at 0 processes about
+45 s each; its 9 runs with processes 25 to 50 s each, mostly its start; the placement
+alone 16 s; the data, the stage's own timing, the warm-up and JAX's start about 30 s.
+In all 9 to 13 minutes, the spread being Grain's start. Results are written to
 ``--out`` after every run of a candidate, so a run cut short keeps what it measured.
 
     python -m benchmarks.host_work_images [--preset v5e | two-core] [--workers 0 4 8 12]
-        [--grain-ways batch record kept] [--rounds 1] [--epochs 3] [--images 4096]
-        [--side 224] [--batch-size 256] [--read-next-epoch] [--out FILE.json]
+        [--grain-ways batch record kept] [--rounds 1] [--epochs 6] [--images 4096]
+        [--side 224] [--batch-size 256] [--read-next-epoch] [--memory-bound-gb GB]
+        [--out FILE.json]
     python -m benchmarks.host_work_images --summarize FILE.json
 """
 
@@ -102,6 +112,7 @@ from benchmarks._image_loaders import (
     pipeline_stream,
 )
 from benchmarks._image_summary import print_results, summarize
+from benchmarks._memory_guard import Watch, watched
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,8 +128,8 @@ class Preset:
 
 
 PRESETS = {
-    "v5e": Preset(4096, 224, 256, ("0", "4", "8", "12"), rounds=1, epochs=3),
-    "two-core": Preset(3072, 160, 128, ("0", "1", "2"), rounds=3, epochs=3),
+    "v5e": Preset(4096, 224, 256, ("0", "4", "8", "12"), rounds=1, epochs=6),
+    "two-core": Preset(3072, 160, 128, ("0", "1", "2"), rounds=3, epochs=6),
 }
 
 
@@ -156,6 +167,7 @@ def images(
     out: Path | None = None,
     command: str = "",
     grain_workers: list[int] | None = None,
+    memory_bound: int = 0,
 ) -> dict[str, Any]:
     """Every candidate timed by epochs, per round, then summarized; with `out`, the
     results so far are written there after every run of a candidate."""
@@ -185,6 +197,7 @@ def images(
             "grain_ways": grain_ways,
             "grain_workers": grain_workers,
             "read_next_epoch": read_next_epoch,
+            "memory_bound_gb": memory_bound / 1e9,
             "images_written_s": time.perf_counter() - start,
             "grain_allocator_environment": allocator_environment(),
             **machine(device),
@@ -214,21 +227,23 @@ def images(
         notes: dict[str, list[dict[str, Any]]] = {name: [] for name in candidates}
         errors: dict[str, list[str]] = {}
         for round_, name in shuffled_rounds(list(candidates), rounds):
-            candidate, said = candidates[name], {}
+            candidate, said, watch = candidates[name], {}, Watch()
             try:
-                times = time_epochs(
-                    functools.partial(candidate.open, said),
-                    batches_per_epoch,
-                    epochs,
-                    candidate.place,
-                    _digest,
-                )
+                with watched(name, memory_bound, watch):
+                    times = time_epochs(
+                        functools.partial(candidate.open, said),
+                        batches_per_epoch,
+                        epochs,
+                        candidate.place,
+                        _digest,
+                    )
             except Exception as error:  # recorded and shown; the next candidate runs
                 times = None
                 errors.setdefault(name, []).append(repr(error))
                 print(f"  round {round_}: {name}: failed: {error!r}", flush=True)
             else:
                 print(f"  round {round_}: {name}: {_line(times)}", flush=True)
+            said |= {"peak_memory_gb": watch.peak / 1e9, "memory_before_gb": watch.before / 1e9}
             settle()
             runs[name].append(times)
             notes[name].append(said)
@@ -261,6 +276,11 @@ def _line(times: EpochTimes) -> str:
     )
 
 
+def _machine_gb() -> float:
+    """This machine's memory in GB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+
+
 def _workers(value: str) -> str:
     if value == "auto" or (value.isdigit() and int(value) >= 0):
         return str(int(value)) if value.isdigit() else value
@@ -283,6 +303,11 @@ def main() -> None:
     parser.add_argument("--side", type=int)
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--read-next-epoch", action="store_true", help="Workers(N, True)")
+    parser.add_argument(
+        "--memory-bound-gb",
+        type=float,
+        help="stop a candidate whose processes hold more (default: 3/4 of this machine's)",
+    )
     parser.add_argument("--out", type=Path, help="FILE.json, rewritten after every run")
     parser.add_argument("--summarize", type=Path, help="a recorded FILE.json: summarize it")
     args = parser.parse_args()
@@ -305,6 +330,7 @@ def main() -> None:
         preset=args.preset,
         read_next_epoch=args.read_next_epoch,
         grain_workers=args.grain_workers,
+        memory_bound=int((args.memory_bound_gb or 0.75 * _machine_gb()) * 1e9),
         out=args.out,
         command=" ".join(["python -m benchmarks.host_work_images", *sys.argv[1:]]),
     )

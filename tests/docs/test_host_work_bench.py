@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from benchmarks._epoch_timing import time_epochs
 from benchmarks._image_loaders import _with_environment, allocator_environment
 from benchmarks._image_summary import summarize
+from benchmarks._memory_guard import MemoryBoundError, Watch, tree_memory, watched
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
@@ -197,6 +199,10 @@ def test_a_tiny_images_run_measures_every_candidate(tmp_path: Path) -> None:
     for name in names:
         [run] = results["runs"][name]
         assert len(run["host_ms"]) == len(run["placed_ms"]) == 1
+        assert run["run_s"] > run["first_batch_s"] > 0
+        row = results["summary"][name]
+        assert row["last_half_host_ms"] == run["host_ms"][0]  # one epoch: its own half
+        assert 0 < row["peak_memory_gb"] < results["memory_bound_gb"]
         assert f"| {name} |" in done.stdout  # the markdown table
     assert results["first_batches_agree"], results["first_batch"]
     assert results["first_batch"] == [results["expected_first_batch"]]
@@ -251,3 +257,23 @@ def test_a_round_counts_every_timed_epoch_not_the_median_one() -> None:
 
     assert summary["ratios"]["over_grain"]["per_round"] == [pytest.approx((49 + 6 + 6) / 33)]
     assert summary["summary"]["g2"]["host_ms"] == {"mean": pytest.approx(61 / 3), "range": [6, 49]}
+
+
+def test_a_candidate_past_the_memory_bound_is_stopped_and_named() -> None:
+    held: list[bytearray] = []
+    watch = Watch()
+    bound = tree_memory() + 64 * 2**20
+
+    stopped = pytest.raises(MemoryBoundError, match=r"Grain per batch workers=4 was stopped")
+    with stopped, watched("Grain per batch workers=4", bound, watch):
+        for _ in range(100):  # up to 800 MB, 8 MB every 10 ms: the watcher stops it first
+            held.append(bytearray(8 * 2**20))
+            time.sleep(0.01)
+
+    assert watch.stopped and watch.peak > bound
+    assert len(held) < 100  # stopped, not finished
+    held.clear()
+    quiet = Watch()
+    with watched("placement alone", 0, quiet):  # no bound: watched, never stopped
+        time.sleep(0.3)
+    assert not quiet.stopped and quiet.peak > 0

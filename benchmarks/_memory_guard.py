@@ -1,0 +1,99 @@
+"""A candidate's peak host memory, watched while it runs, and a bound that stops it.
+
+The memory of this process and every process below it (a loader's workers), summed as
+proportional set sizes (``Pss`` in ``/proc/PID/smaps_rollup``: a page that several
+processes map, shared-memory slots included, counts once in all), sampled every
+`EVERY_S`. Past the bound, the watcher sends SIGINT to the main thread, which ends
+the candidate's run there (its stream closed, its processes with it), and the run
+raises `MemoryBoundError` naming the candidate: the machine stays usable, where a
+loader that read far ahead once filled its 40 GB and took it down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+EVERY_S = 0.25
+
+
+class MemoryBoundError(RuntimeError):
+    """A candidate passed the memory bound and was stopped."""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as file:
+                found += [int(child) for child in file.read().split()]
+    return found
+
+
+def _memory_of(pid: int) -> int:
+    """Bytes process `pid` holds (its Pss, else its RSS; 0 once it is gone)."""
+    for path, field in ((f"/proc/{pid}/smaps_rollup", "Pss:"), (f"/proc/{pid}/status", "VmRSS:")):
+        with contextlib.suppress(OSError), open(path) as file:
+            for line in file:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    return 0
+
+
+def tree_memory(pid: int | None = None) -> int:
+    """Bytes held by process `pid` (this one) and every process below it."""
+    pending, total = [os.getpid() if pid is None else pid], 0
+    while pending:
+        current = pending.pop()
+        total += _memory_of(current)
+        pending += _children(current)
+    return total
+
+
+@dataclass
+class Watch:
+    """What a watch saw: bytes before it began, the peak, and whether it stopped the run."""
+
+    before: int = 0
+    peak: int = 0
+    stopped: bool = False
+
+
+@contextlib.contextmanager
+def watched(name: str, bound: int, watch: Watch) -> Iterator[None]:
+    """Watches this process tree while the block runs, into `watch`; past `bound` bytes
+    (0: no bound), stops the block.
+
+    Raises:
+        MemoryBoundError: the block was stopped; the message names `name` and the sizes.
+    """
+    watch.before, done = tree_memory(), threading.Event()
+    main = threading.main_thread().ident
+
+    def sample() -> None:
+        while not done.wait(EVERY_S):
+            used = tree_memory()
+            watch.peak = max(watch.peak, used)
+            if bound and used > bound and not watch.stopped and main is not None:
+                watch.stopped = True
+                signal.pthread_kill(main, signal.SIGINT)  # ends a wait in a system call too
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not watch.stopped:
+            raise  # a Ctrl-C of the user's own
+        raise MemoryBoundError(
+            f"{name} was stopped: its processes held {watch.peak / 1e9:.1f} GB, past the "
+            f"bound of {bound / 1e9:.1f} GB (--memory-bound-gb)."
+        ) from None
+    finally:
+        done.set()
+        thread.join()
+        watch.peak = max(watch.peak, tree_memory())
