@@ -51,27 +51,34 @@ DEVICE_CHECK_OUT ?= docs/benchmarks
 .PHONY: venv test quick unit tutorials lint lab colab-unit clean bench docs colab newest \
 	device-check binder-check browser-check student-notebooks package-check grade
 
-$(STAMP): pyproject.toml
+# The library and course (this distribution), and the grader, a distribution of its own.
+$(STAMP): pyproject.toml grader/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]" -e ./grader
 	touch $(STAMP)
 
 venv: $(STAMP)
 
-## make test: lint, type check, unit and multi-process tests, doctests and every notebook.
+# The library's and the course's tests and doctests; the grader's run once, in make test.
+LIBRARY_TESTS := tests datarax datarax_course
+GRADER_TESTS := grader/tests grader/datarax_grader
+
+## make test: lint, type check, unit and multi-process tests, doctests, every notebook, and
+## the grader's tests.
 test: lint
-	$(PY) -m pytest tests datarax $(UNIT)
+	$(PY) -m pytest $(LIBRARY_TESTS) $(UNIT)
 	$(PY) -m pytest tutorials $(NBMAKE)
+	$(PY) -m pytest $(GRADER_TESTS) $(UNIT)
 
 ## make quick: the fast tests while you work: no local clusters (multihost), no runs under
 ## load (stress), no notebooks or kernels (notebooks); under 2 minutes on 2 cores.
 quick: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest tests datarax $(UNIT) $(QUICK)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest $(LIBRARY_TESTS) $(UNIT) $(QUICK)
 
 ## make unit: the unit tests and doctests only.
 unit: $(STAMP)
-	$(PY) -m pytest tests datarax $(UNIT)
+	$(PY) -m pytest $(LIBRARY_TESTS) $(UNIT)
 
 ## make tutorials: execute every notebook headless.
 tutorials: $(STAMP)
@@ -106,7 +113,7 @@ $(COLAB_VENV)/.installed: pyproject.toml
 
 colab-unit: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -c "import jax, flax; print('jax', jax.__version__, 'flax', flax.__version__)"
-	$(COLAB_VENV)/bin/python -m pytest tests datarax $(UNIT) $(NOT_STRESS) -p no:cacheprovider
+	$(COLAB_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider
 
 ## make colab: the tests and every notebook on Colab's TPU runtime versions, Python 3.11.
 colab: $(COLAB_VENV)/.installed
@@ -114,7 +121,7 @@ colab: $(COLAB_VENV)/.installed
 	found = (sys.version_info[:2], jax.__version__, jaxlib.__version__, flax.__version__); \
 	print('python %d.%d, jax %s, jaxlib %s, flax %s' % (*found[0], *found[1:])); \
 	assert found == ((3, 11), '0.7.2', '0.7.2', '0.11.2'), found"
-	$(COLAB_VENV)/bin/python -m pytest tests datarax $(UNIT) $(NOT_STRESS) -p no:cacheprovider
+	$(COLAB_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider
 	$(COLAB_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider
 
 ## make newest: the tests and every notebook on the newest jax and flax pip resolves, in
@@ -131,7 +138,7 @@ newest:
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
 		-e ".[tests,tutorials]" jax jaxlib flax
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
-	{ $(NEWEST_VENV)/bin/python -m pytest tests datarax $(UNIT) $(NOT_STRESS) -p no:cacheprovider \
+	{ $(NEWEST_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider \
 		&& $(NEWEST_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider; } \
 		|| { $(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"; exit 1; }
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
@@ -157,7 +164,7 @@ $(STUDENT_STAMP):
 	touch $(STUDENT_STAMP)
 
 student-notebooks: $(STUDENT_STAMP)
-	$(STUDENT_PY) datarax/exercises/_students.py "$(STUDENT_NOTEBOOKS)" tutorials/[0-9][0-9]_*.ipynb
+	$(STUDENT_PY) grader/datarax_grader/_students.py "$(STUDENT_NOTEBOOKS)" tutorials/[0-9][0-9]_*.ipynb
 
 ## make grade SUBMISSIONS=folder: runs every submitted notebook (solutions dropped) in its own
 ## kernel, isolated (namespaces where Linux allows them, else a seccomp filter: GRADE_ISOLATION),
@@ -169,7 +176,7 @@ GRADE_TIMEOUT ?= 120
 GRADE_MEMORY ?= 6
 GRADE_ISOLATION ?= auto
 grade: $(STAMP)
-	$(PY) -m datarax.exercises.grade "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(GRADE_TIMEOUT) \
+	$(PY) -m datarax_grader "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(GRADE_TIMEOUT) \
 		--memory $(GRADE_MEMORY) --isolation $(GRADE_ISOLATION)
 
 ## make docs: the site in docs/_build/html; every tutorial executed (cached), warnings are errors.

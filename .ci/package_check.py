@@ -2,9 +2,11 @@
 
 1. Builds the sdist, and the wheel from the sdist (``python -m build``), into a temporary
    folder, and runs ``twine check --strict`` on both.
-2. Checks their contents: the wheel holds every file git tracks under ``datarax/`` and the
-   LICENSE; the sdist holds those, the LICENSE, README, CHANGELOG and pyproject.toml, and
-   no ``tests/`` (the tests need the repository: its conftest, tutorials and examples).
+2. Checks their contents: the wheel holds every file git tracks under ``datarax/`` and
+   ``datarax_course/`` (the course, its answer keys' data file included) and the
+   LICENSE, and nothing of the grader (``grader/``, a distribution of its own); the sdist
+   holds those, the LICENSE, README, CHANGELOG and pyproject.toml, and no ``tests/`` (the
+   tests need the repository: its conftest, tutorials and examples) and no grader.
 3. In a fresh venv, installs the wheel alone: every public module imports from the venv,
    a module that needs an extra raises an ImportError with that extra's pip command, and
    the README's code blocks marked ``<!-- runnable -->`` run, in order, in one process.
@@ -38,7 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DISTRIBUTION = "datarax-sharding"
 # Every public module, and the extra it needs (None: the core is enough). The old paths
-# datarax.sources, .prefetch, .checkpoint and .devices stay importable as aliases.
+# datarax.sources, .prefetch, .checkpoint, .devices and .exercises stay importable as
+# aliases.
 PUBLIC_MODULES: dict[str, str | None] = {
     "datarax": None,
     "datarax.sharding": None,
@@ -46,13 +49,19 @@ PUBLIC_MODULES: dict[str, str | None] = {
     "datarax.sharding.jax_process_sharder": None,
     "datarax.pipeline": None,
     "datarax.distributed": None,
+    "datarax_course": None,
     "datarax.exercises": None,
     "datarax.sources": None,
     "datarax.prefetch": None,
     "datarax.checkpoint": None,
     "datarax.devices": None,
     "datarax.viz": "viz",
+    "datarax_course.figures": "viz",
 }
+# The packages the wheel holds, and what it must not: the grader's package and its
+# kernel-side scripts.
+PACKAGES = ("datarax", "datarax_course")
+GRADER_FILES = re.compile(r"(^|/)(datarax_grader/|_sandbox\.py$|_seccomp\.py$|_kernel_boot\.py$)")
 EXTRAS = ("viz", "playground", "checkpoint", "parquet", "tutorials")
 NOTEBOOK = ROOT / "tutorials" / "01_devices_and_meshes.ipynb"
 RUNNABLE = re.compile(r"<!-- runnable -->\s*```python\n(.*?)```", re.DOTALL)
@@ -84,21 +93,26 @@ def run(command: Sequence[str | Path], cwd: Path, env: dict[str, str] | None = N
 
 
 def tracked_package_files(root: Path) -> set[str]:
-    """The files git tracks under datarax/, as paths relative to `root`."""
+    """The files git tracks under the wheel's packages (`PACKAGES`), as paths relative to
+    `root`."""
     listed = subprocess.run(
-        ["git", "ls-files", "datarax"], cwd=root, capture_output=True, text=True, check=True
+        ["git", "ls-files", *PACKAGES], cwd=root, capture_output=True, text=True, check=True
     )
     return {line for line in listed.stdout.splitlines() if line}
 
 
 def check_wheel(wheel: Path, package_files: Iterable[str]) -> None:
-    """Raises CheckFailed unless `wheel` holds every file in `package_files` and the LICENSE."""
+    """Raises CheckFailed unless `wheel` holds every file in `package_files` and the LICENSE,
+    and nothing of the grader."""
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = sorted(set(package_files) - names)
     if not any(name.endswith(".dist-info/licenses/LICENSE") for name in names):
         missing.append("*.dist-info/licenses/LICENSE")
     if missing:
         raise CheckFailed(f"{wheel.name} lacks {len(missing)} file(s): {', '.join(missing)}")
+    graders = sorted(name for name in names if GRADER_FILES.search(name))
+    if graders:
+        raise CheckFailed(f"{wheel.name} holds the grader's files: {', '.join(graders[:5])}")
 
 
 def check_sdist(sdist: Path, package_files: Iterable[str]) -> None:
@@ -111,6 +125,8 @@ def check_sdist(sdist: Path, package_files: Iterable[str]) -> None:
         raise CheckFailed(f"{sdist.name} lacks {len(missing)} file(s): {', '.join(missing)}")
     if any(name.startswith("tests/") for name in names):
         raise CheckFailed(f"{sdist.name} ships tests/, which cannot run outside the repository")
+    if any(name.startswith("grader/") or GRADER_FILES.search(name) for name in names):
+        raise CheckFailed(f"{sdist.name} ships the grader, a distribution of its own")
 
 
 def install_line(extra: str) -> str:

@@ -9,16 +9,21 @@ One wing per concern, each a package that re-exports its public names:
   `Checkpoints`.
 - `datarax.distributed`: `launch_local`, a JAX cluster of processes on one machine,
   and `setup_devices` for notebooks.
-- `datarax.viz` (pictures, tables, the playground) and `datarax.exercises` (the
-  tutorials' checkers) teach; the core never imports them.
+- `datarax.viz`: the library's own pictures and tables (placement, the row ledger,
+  summaries, the time report).
+
+The tutorials' checkers, lesson figures and playground are a course package beside
+the library, `datarax_course` (same distribution); the grader is a tool of its own
+(``grader/``). The library never imports either.
 
 Data flows one way: rows chosen (the ledger) -> placed (sharders, global arrays) ->
 iterated (pipeline, prefetch) -> saved (checkpoints). Wings load on first use, so a
 process that needs one part (a cluster worker, say) does not pay for the rest. The
 module paths of earlier releases, `datarax.sources`, `datarax.prefetch`,
-`datarax.checkpoint` and `datarax.devices`, are deprecated: they still import, and each
-name read from them warns and names its place in `datarax.pipeline` (the first three)
-or `datarax.distributed` (see `datarax._deprecated`).
+`datarax.checkpoint`, `datarax.devices` and `datarax.exercises`, are deprecated: they
+still import, and each name read from them warns and names its place in
+`datarax.pipeline` (the first three), `datarax.distributed` or `datarax_course` (see
+`datarax._deprecated`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from datarax._deprecated import MOVED_MODULES, MovedModules
 
 __version__ = "0.2.0"
 
-_WINGS = ("distributed", "exercises", "pipeline", "sharding", "viz")
+_WINGS = ("distributed", "pipeline", "sharding", "viz")
 _NAMES = {
     "ArraySharder": "datarax.sharding",
     "JaxProcessSharder": "datarax.sharding",
@@ -52,7 +57,6 @@ __all__ = [
     "RowLedger",
     "clear_caches",
     "distributed",
-    "exercises",
     "pipeline",
     "prefetch_to_device",
     "sharding",
@@ -78,7 +82,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from datarax import distributed as distributed
-    from datarax import exercises as exercises
     from datarax import pipeline as pipeline
     from datarax import sharding as sharding
     from datarax import viz as viz

@@ -7,8 +7,11 @@ once per call site in ``__main__`` (a script, a notebook), and pytest shows it f
 test. They are:
 
 - the module paths ``datarax.sources``, ``datarax.prefetch``, ``datarax.checkpoint``
-  and ``datarax.devices``, now ``datarax.pipeline`` and ``datarax.distributed``: each
-  name read from them warns;
+  and ``datarax.devices``, now ``datarax.pipeline`` and ``datarax.distributed``, and
+  ``datarax.exercises``, now the course package ``datarax_course``: each name read from
+  them warns;
+- the lesson figures and the playground, read from ``datarax.viz`` (``plot_devices``,
+  ``playground``, ...), now in ``datarax_course.figures``: each warns;
 - ``ArraySharder.shard_static``, ``ArraySharder.shard_with_info_static`` and
   ``apply_parallel_transform``;
 - the settings objects ``SharderModuleConfig`` and ``JaxProcessSharderConfig``, a
@@ -20,7 +23,8 @@ the modules ``array_sharder`` and ``jax_process_sharder``, ``shard_data``,
 ``Pipeline``) are the API, not kept for compatibility, and do not warn.
 
 This module imports no wing: the sharders build on it, and a moved module reaches its
-wing only when a name is read from it.
+new place only when a name is read from it (so ``import datarax`` imports nothing of the
+course).
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ from typing import Any
 from datarax._validate import MeshAxes, check_axis_rules, check_bool
 
 MOVED_MODULES = {
-    "checkpoint": "pipeline",
-    "devices": "distributed",
-    "prefetch": "pipeline",
-    "sources": "pipeline",
+    "checkpoint": "datarax.pipeline",
+    "devices": "datarax.distributed",
+    "exercises": "datarax_course",
+    "prefetch": "datarax.pipeline",
+    "sources": "datarax.pipeline",
 }
 _OURS = ("datarax", "flax", "importlib", "_frozen_importlib", "_frozen_importlib_external")
 
@@ -57,6 +62,10 @@ def warn(old: str, new: str) -> None:
         warnings.warn(message, DeprecationWarning, stacklevel=2)
         return
     module_globals = frame.f_globals
+    # No module_globals=, as warnings.warn passes none: with them, the source line would be
+    # asked of the caller's loader by the caller's __name__, which raises ImportError where
+    # that is "__main__" (python -c, a script on stdin, python -m). Python reads the line
+    # from the caller's file by its name instead.
     warnings.warn_explicit(
         message,
         DeprecationWarning,
@@ -64,7 +73,6 @@ def warn(old: str, new: str) -> None:
         frame.f_lineno,
         module=module_globals.get("__name__", "<unknown>"),
         registry=module_globals.setdefault("__warningregistry__", {}),
-        module_globals=module_globals,
     )
 
 
@@ -84,7 +92,7 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         old = module.__name__
-        new = f"datarax.{MOVED_MODULES[old.rpartition('.')[2]]}"
+        new = MOVED_MODULES[old.rpartition(".")[2]]
         wing = importlib.import_module(new)
         names = list(wing.__all__)
 

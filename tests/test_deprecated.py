@@ -154,6 +154,45 @@ def test_pythons_default_filter_shows_each_call_site_once(tmp_path: Path) -> Non
     ]
 
 
+_OLD_IMPORTS = """\
+from datarax.checkpoint import Checkpoints
+from datarax.exercises import check
+from datarax import viz
+viz.plot_devices
+print(Checkpoints.__name__, check.__module__)
+"""
+
+
+@pytest.mark.parametrize("how", ["file", "-c", "stdin", "-m"])
+def test_an_old_path_warns_however_python_runs_the_caller(how: str, tmp_path: Path) -> None:
+    """The warning names the caller's line wherever the caller's code comes from: a file,
+    ``python -c``, a script on standard input (no file: no source line to show) or
+    ``python -m``; none of them may turn the warning into an ImportError."""
+    (tmp_path / "old_paths.py").write_text(_OLD_IMPORTS)
+    command = {
+        "file": [str(tmp_path / "old_paths.py")],
+        "-c": ["-c", _OLD_IMPORTS],
+        "stdin": ["-"],
+        "-m": ["-m", "old_paths"],
+    }[how]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run(
+        [sys.executable, "-W", "always::DeprecationWarning", *command],
+        input=_OLD_IMPORTS if how == "stdin" else None,
+        capture_output=True,
+        text=True,
+        env=env | {"JAX_PLATFORMS": "cpu"},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["Checkpoints", "datarax_course._core"]
+    for old in ("datarax.checkpoint.Checkpoints", "datarax.exercises.check", "viz.plot_devices"):
+        assert f"DeprecationWarning: {old} is deprecated" in done.stderr.replace(
+            "datarax.viz.plot_devices", "viz.plot_devices"
+        ), done.stderr
+
+
 def test_the_module_of_deprecated_names_imports_no_wing() -> None:
     tree = ast.parse((ROOT / "datarax" / "_deprecated.py").read_text())
     imported = {
@@ -162,7 +201,7 @@ def test_the_module_of_deprecated_names_imports_no_wing() -> None:
         if isinstance(node, (ast.Import, ast.ImportFrom))
         for alias in node.names
     }
-    ours = {name for name in imported if name and name.split(".")[0] == "datarax"}
+    ours = {name for name in imported if name and name.split(".")[0].startswith("datarax")}
     assert ours == {"datarax._validate"}
 
 

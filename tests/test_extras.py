@@ -38,11 +38,13 @@ def test_viz_without_its_extra_gives_the_pip_command(missing: str) -> None:
 
 
 def test_playground_without_ipywidgets_gives_the_pip_command() -> None:
-    done = _python_without(["ipywidgets"], "import datarax.viz\ndatarax.viz.playground()")
+    done = _python_without(
+        ["ipywidgets"], "import datarax_course.figures\ndatarax_course.figures.playground()"
+    )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "ImportError: datarax.viz.playground needs ipywidgets, which is not installed: "
-        "pip install 'datarax-sharding[playground]'"
+        "ImportError: datarax_course.figures.playground needs ipywidgets, which is not "
+        "installed: pip install 'datarax-sharding[playground]'"
     )
 
 

@@ -30,8 +30,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import datarax
+import datarax_course
 from datarax import distributed, exercises, viz
-from datarax.exercises import _core
 from datarax.sharding import (
     RowLedger,
     global_to_local_shape,
@@ -41,8 +41,10 @@ from datarax.sharding import (
     pretend_hosts,
     shard_bounds,
 )
+from datarax_course import _core, figures
 
-PACKAGE = Path(datarax.__file__).resolve().parent
+# The library and the course beside it: an error of either is raised by one of their own.
+PACKAGES = [Path(module.__file__ or "").resolve().parent for module in (datarax, datarax_course)]
 CALL_LIMIT_S = 15
 MESH = jax.make_mesh((8,), ("data",))
 ROWS = NamedSharding(MESH, P("data"))
@@ -53,12 +55,14 @@ EVENTS = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
 
 
 def _is_ours(error: BaseException) -> bool:
-    """Whether `error` is a TypeError/ValueError raised by a `raise` in datarax itself."""
+    """Whether `error` is a TypeError/ValueError raised by a `raise` in datarax itself (or
+    in the course package)."""
     if not isinstance(error, (TypeError, ValueError)):
         return False
     last = traceback.extract_tb(error.__traceback__)[-1]
     line = linecache.getline(last.filename, last.lineno or 0).strip()
-    return Path(last.filename).resolve().is_relative_to(PACKAGE) and line.startswith("raise")
+    where = Path(last.filename).resolve()
+    return any(where.is_relative_to(p) for p in PACKAGES) and line.startswith("raise")
 
 
 def _call_checked(call: Callable[[Any], Any], value: Any) -> None:
@@ -115,63 +119,67 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     "host_colors(count)": lambda v: viz.host_colors(v),
     "host_hatch(host)": lambda v: viz.host_hatch(v),
     "text_color(fill)": lambda v: viz.text_color(v),
-    "plot_devices(layout)": lambda v: viz.plot_devices(v),
-    "plot_devices(titles)": lambda v: viz.plot_devices(MESH.devices, titles=v),
-    "plot_devices(host_of)": lambda v: viz.plot_devices(MESH.devices, host_of=v),
-    "plot_devices(host_of value)": lambda v: viz.plot_devices(
+    "plot_devices(layout)": lambda v: figures.plot_devices(v),
+    "plot_devices(titles)": lambda v: figures.plot_devices(MESH.devices, titles=v),
+    "plot_devices(host_of)": lambda v: figures.plot_devices(MESH.devices, host_of=v),
+    "plot_devices(host_of value)": lambda v: figures.plot_devices(
         MESH.devices, host_of={**pretend_hosts(2), 3: v}
     ),
-    "plot_devices(this_host)": lambda v: viz.plot_devices(MESH.devices, this_host=v),
-    "plot_devices(color_by)": lambda v: viz.plot_devices(MESH.devices, color_by=v),
-    "plot_host_rows(shardings)": lambda v: viz.plot_host_rows(v, 16),
-    "plot_host_rows(num_rows)": lambda v: viz.plot_host_rows({"rows": ROWS}, v),
-    "plot_host_rows(host_of)": lambda v: viz.plot_host_rows({"rows": ROWS}, 16, host_of=v),
-    "plot_host_rows(title)": lambda v: viz.plot_host_rows({"rows": ROWS}, 16, title=v),
-    "plot_mask(masks)": lambda v: viz.plot_mask(v),
-    "plot_mask(panel)": lambda v: viz.plot_mask({"a": MASK, "b": v}),
-    "plot_mask(title)": lambda v: viz.plot_mask(MASK, title=v),
-    "plot_estimates(values)": lambda v: viz.plot_estimates(v, exact="exact"),
-    "plot_estimates(value)": lambda v: viz.plot_estimates({"exact": 0.5, "b": v}, exact="exact"),
-    "plot_estimates(exact)": lambda v: viz.plot_estimates({"exact": 0.5}, exact=v),
-    "plot_estimates(quantity)": lambda v: viz.plot_estimates({"a": 1.0}, exact="a", quantity=v),
-    "plot_estimates(digits)": lambda v: viz.plot_estimates({"a": 1.0}, exact="a", digits=v),
-    "plot_estimates(title)": lambda v: viz.plot_estimates({"a": 1.0}, exact="a", title=v),
-    "plot_rows(strips)": lambda v: viz.plot_rows(v),
-    "plot_rows(strip)": lambda v: viz.plot_rows({"a": [0, 1], "b": v}, color_by="host"),
-    "plot_rows(color_by)": lambda v: viz.plot_rows({"a": [0, 1]}, color_by=v),
-    "plot_rows(names)": lambda v: viz.plot_rows({"a": [0, 1]}, names=v),
-    "plot_rows(name)": lambda v: viz.plot_rows({"a": [0, 1]}, names={0: v}),
-    "plot_rows(title)": lambda v: viz.plot_rows({"a": [0, 1]}, title=v),
-    "plot_rows(xlabel)": lambda v: viz.plot_rows({"a": [0, 1]}, xlabel=v),
-    "plot_rows(width)": lambda v: viz.plot_rows({"a": [0, 1]}, width=v),
-    "plot_row_grid(panels)": lambda v: viz.plot_row_grid({"e": v}, columns=2),
-    "plot_row_grid(columns)": lambda v: viz.plot_row_grid({"e": [0, 1, 1]}, columns=v),
-    "plot_row_grid(color_by)": lambda v: viz.plot_row_grid({"e": [0, 1]}, columns=2, color_by=v),
-    "plot_row_grid(title)": lambda v: viz.plot_row_grid({"e": [0, 1]}, columns=2, title=v),
-    "plot_row_grid(width)": lambda v: viz.plot_row_grid({"e": [0, 1]}, columns=2, width=v),
-    "device_of_rows(array)": lambda v: viz.device_of_rows(v),
-    "plot_timeline(panels)": lambda v: viz.plot_timeline(v, lanes=("input", "step")),
-    "plot_timeline(events)": lambda v: viz.plot_timeline({"a": v}, lanes=("input", "step")),
-    "plot_timeline(time)": lambda v: viz.plot_timeline(
+    "plot_devices(this_host)": lambda v: figures.plot_devices(MESH.devices, this_host=v),
+    "plot_devices(color_by)": lambda v: figures.plot_devices(MESH.devices, color_by=v),
+    "plot_host_rows(shardings)": lambda v: figures.plot_host_rows(v, 16),
+    "plot_host_rows(num_rows)": lambda v: figures.plot_host_rows({"rows": ROWS}, v),
+    "plot_host_rows(host_of)": lambda v: figures.plot_host_rows({"rows": ROWS}, 16, host_of=v),
+    "plot_host_rows(title)": lambda v: figures.plot_host_rows({"rows": ROWS}, 16, title=v),
+    "plot_mask(masks)": lambda v: figures.plot_mask(v),
+    "plot_mask(panel)": lambda v: figures.plot_mask({"a": MASK, "b": v}),
+    "plot_mask(title)": lambda v: figures.plot_mask(MASK, title=v),
+    "plot_estimates(values)": lambda v: figures.plot_estimates(v, exact="exact"),
+    "plot_estimates(value)": lambda v: figures.plot_estimates(
+        {"exact": 0.5, "b": v}, exact="exact"
+    ),
+    "plot_estimates(exact)": lambda v: figures.plot_estimates({"exact": 0.5}, exact=v),
+    "plot_estimates(quantity)": lambda v: figures.plot_estimates({"a": 1.0}, exact="a", quantity=v),
+    "plot_estimates(digits)": lambda v: figures.plot_estimates({"a": 1.0}, exact="a", digits=v),
+    "plot_estimates(title)": lambda v: figures.plot_estimates({"a": 1.0}, exact="a", title=v),
+    "plot_rows(strips)": lambda v: figures.plot_rows(v),
+    "plot_rows(strip)": lambda v: figures.plot_rows({"a": [0, 1], "b": v}, color_by="host"),
+    "plot_rows(color_by)": lambda v: figures.plot_rows({"a": [0, 1]}, color_by=v),
+    "plot_rows(names)": lambda v: figures.plot_rows({"a": [0, 1]}, names=v),
+    "plot_rows(name)": lambda v: figures.plot_rows({"a": [0, 1]}, names={0: v}),
+    "plot_rows(title)": lambda v: figures.plot_rows({"a": [0, 1]}, title=v),
+    "plot_rows(xlabel)": lambda v: figures.plot_rows({"a": [0, 1]}, xlabel=v),
+    "plot_rows(width)": lambda v: figures.plot_rows({"a": [0, 1]}, width=v),
+    "plot_row_grid(panels)": lambda v: figures.plot_row_grid({"e": v}, columns=2),
+    "plot_row_grid(columns)": lambda v: figures.plot_row_grid({"e": [0, 1, 1]}, columns=v),
+    "plot_row_grid(color_by)": lambda v: figures.plot_row_grid(
+        {"e": [0, 1]}, columns=2, color_by=v
+    ),
+    "plot_row_grid(title)": lambda v: figures.plot_row_grid({"e": [0, 1]}, columns=2, title=v),
+    "plot_row_grid(width)": lambda v: figures.plot_row_grid({"e": [0, 1]}, columns=2, width=v),
+    "device_of_rows(array)": lambda v: figures.device_of_rows(v),
+    "plot_timeline(panels)": lambda v: figures.plot_timeline(v, lanes=("input", "step")),
+    "plot_timeline(events)": lambda v: figures.plot_timeline({"a": v}, lanes=("input", "step")),
+    "plot_timeline(time)": lambda v: figures.plot_timeline(
         {"a": [("input", "0", 0.0, v)]}, lanes=("input",)
     ),
-    "plot_timeline(lanes)": lambda v: viz.plot_timeline({"a": EVENTS}, lanes=v),
-    "plot_timeline(unit)": lambda v: viz.plot_timeline(
+    "plot_timeline(lanes)": lambda v: figures.plot_timeline({"a": EVENTS}, lanes=v),
+    "plot_timeline(unit)": lambda v: figures.plot_timeline(
         {"a": EVENTS}, lanes=("input", "step"), unit=v
     ),
-    "plot_timeline(width)": lambda v: viz.plot_timeline(
+    "plot_timeline(width)": lambda v: figures.plot_timeline(
         {"a": EVENTS}, lanes=("input", "step"), width=v
     ),
-    "plot_reads(segments)": lambda v: viz.plot_reads(v),
-    "plot_reads(hosts)": lambda v: viz.plot_reads({"a": {1: ([0, 1], v)}}),
-    "plot_reads(rows)": lambda v: viz.plot_reads({"a": {1: (v, [0, 1])}}),
-    "plot_reads(title)": lambda v: viz.plot_reads({"a": {1: ([0, 1], [0, 1])}}, title=v),
-    "plot_epoch_ends(panels)": lambda v: viz.plot_epoch_ends({"p": v}),
-    "plot_epoch_ends(host)": lambda v: viz.plot_epoch_ends(
+    "plot_reads(segments)": lambda v: figures.plot_reads(v),
+    "plot_reads(hosts)": lambda v: figures.plot_reads({"a": {1: ([0, 1], v)}}),
+    "plot_reads(rows)": lambda v: figures.plot_reads({"a": {1: (v, [0, 1])}}),
+    "plot_reads(title)": lambda v: figures.plot_reads({"a": {1: ([0, 1], [0, 1])}}, title=v),
+    "plot_epoch_ends(panels)": lambda v: figures.plot_epoch_ends({"p": v}),
+    "plot_epoch_ends(host)": lambda v: figures.plot_epoch_ends(
         {"p": {v: ["done"]} if _hashable(v) else v}
     ),
-    "plot_epoch_ends(states)": lambda v: viz.plot_epoch_ends({"p": {0: v}}),
-    "plot_epoch_ends(title)": lambda v: viz.plot_epoch_ends({"p": {0: ["done"]}}, title=v),
+    "plot_epoch_ends(states)": lambda v: figures.plot_epoch_ends({"p": {0: v}}),
+    "plot_epoch_ends(title)": lambda v: figures.plot_epoch_ends({"p": {0: ["done"]}}, title=v),
     "pretend_hosts(num_hosts)": lambda v: pretend_hosts(v),
     "pretend_hosts(devices)": lambda v: pretend_hosts(1, v),
     "global_to_local_shape(sharding)": lambda v: global_to_local_shape(v, (16,)),
@@ -264,22 +272,22 @@ def test_summaries_list_a_str_or_object_leaf_as_a_host_leaf(name: str, leaf: Any
 
 def test_a_negative_host_is_named_in_plot_devices() -> None:
     with pytest.raises(ValueError, match=r"host_of\[3\] must be an int >= 0, got -1"):
-        viz.plot_devices(MESH.devices, host_of={**pretend_hosts(2), 3: -1})
+        figures.plot_devices(MESH.devices, host_of={**pretend_hosts(2), 3: -1})
     with pytest.raises(ValueError, match="this_host must be an int >= 0, got -1"):
-        viz.plot_devices(MESH.devices, this_host=-1)
+        figures.plot_devices(MESH.devices, this_host=-1)
 
 
 def test_device_of_rows_names_a_0d_array() -> None:
     scalar = jax.device_put(np.float32(1), NamedSharding(MESH, P()))
     with pytest.raises(ValueError, match="the array is 0-d, so it has no rows"):
-        viz.device_of_rows(scalar)
+        figures.device_of_rows(scalar)
     with pytest.raises(TypeError, match=r"device_of_rows reads a jax\.Array"):
-        viz.device_of_rows(np.zeros(4))
+        figures.device_of_rows(np.zeros(4))
 
 
 def test_plot_timeline_names_a_width_of_zero() -> None:
     with pytest.raises(ValueError, match=r"width must be a number of inches in \[2, 40\], got 0"):
-        viz.plot_timeline({"a": EVENTS}, lanes=("input", "step"), width=0)
+        figures.plot_timeline({"a": EVENTS}, lanes=("input", "step"), width=0)
 
 
 HUGE_HOST = 10**9
@@ -287,20 +295,20 @@ HUGE_HOST = 10**9
 HANG_LIMIT_S = 30
 # Each draws host 10**9 (or colours for it); a list sized by the id would hold 10**9 entries.
 BIG_IDS: dict[str, Callable[[], Any]] = {
-    "plot_rows": lambda: viz.plot_rows({"hosts": [0, HUGE_HOST]}, color_by="host"),
-    "plot_row_grid": lambda: viz.plot_row_grid({"e": [0, HUGE_HOST]}, columns=2),
-    "plot_devices(host_of)": lambda: viz.plot_devices(
+    "plot_rows": lambda: figures.plot_rows({"hosts": [0, HUGE_HOST]}, color_by="host"),
+    "plot_row_grid": lambda: figures.plot_row_grid({"e": [0, HUGE_HOST]}, columns=2),
+    "plot_devices(host_of)": lambda: figures.plot_devices(
         MESH.devices, host_of={d.id: HUGE_HOST for d in MESH.devices.flat}
     ),
-    "plot_devices(this_host)": lambda: viz.plot_devices(MESH.devices, this_host=HUGE_HOST),
-    "plot_host_rows": lambda: viz.plot_host_rows(
+    "plot_devices(this_host)": lambda: figures.plot_devices(MESH.devices, this_host=HUGE_HOST),
+    "plot_host_rows": lambda: figures.plot_host_rows(
         {"rows": ROWS}, 16, host_of={d.id: HUGE_HOST + d.id for d in MESH.devices.flat}
     ),
     "plot_ledger": lambda: viz.plot_ledger(
         RowLedger(ROWS, 16, host_of={d.id: HUGE_HOST + d.id for d in MESH.devices.flat})
     ),
-    "plot_reads": lambda: viz.plot_reads({"a": {1: ([0, 1], [0, HUGE_HOST])}}),
-    "plot_epoch_ends": lambda: viz.plot_epoch_ends({"p": {HUGE_HOST: ["done"]}}),
+    "plot_reads": lambda: figures.plot_reads({"a": {1: ([0, 1], [0, HUGE_HOST])}}),
+    "plot_epoch_ends": lambda: figures.plot_epoch_ends({"p": {HUGE_HOST: ["done"]}}),
     "host_hatch": lambda: viz.host_hatch(HUGE_HOST),
 }
 

@@ -1,11 +1,14 @@
-"""The layout docs/api.md describes: one package per concern, data flowing one way,
-the earlier module paths still importing, and the line counts it states."""
+"""The layout docs/api.md describes: one package per concern, data flowing one way, the
+library apart from the course and the grader, the earlier module paths still importing,
+and the line counts it states."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -13,6 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "datarax"
+COURSE = ROOT / "datarax_course"
+GRADER = ROOT / "grader" / "datarax_grader"
 CORE = ("sharding", "pipeline", "distributed")
 
 
@@ -86,9 +91,86 @@ def test_data_flows_one_way() -> None:
     assert not any(name.startswith("datarax.pipeline") for name in _wing_imports("sharding"))
     for wing in CORE:
         teaching = {
-            n for n in _wing_imports(wing) if n.startswith(("datarax.viz", "datarax.exercises"))
+            n for n in _wing_imports(wing) if n.startswith(("datarax.viz", "datarax_course"))
         }
         assert not teaching, (wing, teaching)
+
+
+def test_the_library_imports_neither_the_course_nor_the_grader() -> None:
+    """No import statement of the library names them (the deprecated paths reach the
+    course by a module name in a string, only when an old name is read)."""
+    found = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in PACKAGE.rglob("*.py")
+        for name in _imports(path)
+        if name.startswith(("datarax_course", "datarax_grader"))
+    }
+    assert not found, sorted(found)
+
+
+def test_importing_the_library_imports_nothing_of_the_course() -> None:
+    code = (
+        "import sys, datarax, datarax.sharding, datarax.pipeline, datarax.distributed, "
+        "datarax.viz\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('datarax_course', "
+        "'datarax_grader'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_importing_the_course_starts_no_jax_backend() -> None:
+    """The grader imports the course, then sets its devices up: no module of the course may
+    make a JAX array when imported."""
+    code = (
+        "import datarax_course\nfrom jax._src import xla_bridge\n"
+        "print(xla_bridge.backends_are_initialized())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def _private_names(path: Path) -> set[str]:
+    """What `path` imports of the library that the library keeps private: a module whose
+    path has a part starting with ``_``, or a name starting with ``_``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[0] != "datarax":
+                continue
+            if any(part.startswith("_") for part in node.module.split(".")):
+                found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_"))
+        elif isinstance(node, ast.Import):
+            found.update(
+                alias.name
+                for alias in node.names
+                if alias.name.split(".")[0] == "datarax"
+                and any(part.startswith("_") for part in alias.name.split("."))
+            )
+    return found
+
+
+@pytest.mark.parametrize("package", [COURSE, GRADER], ids=lambda p: p.name)
+def test_the_course_and_the_grader_use_the_librarys_public_names_only(package: Path) -> None:
+    found = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in package.rglob("*.py")
+        for name in _private_names(path)
+    }
+    assert not found, sorted(found)
+
+
+def test_the_course_never_imports_the_grader() -> None:
+    found = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in COURSE.rglob("*.py")
+        for name in _imports(path)
+        if name.startswith("datarax_grader")
+    }
+    assert not found, sorted(found)
 
 
 def test_no_module_sits_loose_at_the_root() -> None:
@@ -113,6 +195,7 @@ def test_no_module_sits_loose_at_the_root() -> None:
         ("datarax.prefetch", "prefetch_to_device"),
         ("datarax.checkpoint", "Checkpoints"),
         ("datarax.devices", "setup_devices"),
+        ("datarax.exercises", "check"),
     ],
 )
 def test_the_seed_and_earlier_paths_still_import(path: str, name: str) -> None:
@@ -127,12 +210,20 @@ def test_the_seed_and_earlier_paths_still_import(path: str, name: str) -> None:
             assert getattr(module, name) is not None
 
 
-def _count(wings: tuple[str, ...]) -> tuple[int, int]:
-    """(lines, lines of code: no docstrings, comments or blank lines) of `wings`."""
-    lines = code = 0
+def _files(wing: str) -> list[Path]:
+    """The modules of `wing`: a folder of the core (``"sharding"``), the core's root
+    modules (``"(root)"``) or a folder of the repository (``"datarax_course"``)."""
+    if wing == "(root)":
+        return sorted(PACKAGE.glob("*.py"))
+    folder = PACKAGE / wing if wing in (*CORE, "viz") else ROOT / wing
+    return sorted(folder.rglob("*.py"))
+
+
+def _count(wings: tuple[str, ...]) -> tuple[int, int, int]:
+    """(modules, lines, lines of code: no docstrings, comments or blank lines) of `wings`."""
+    modules = lines = code = 0
     for wing in wings:
-        paths = PACKAGE.glob("*.py") if wing == "(root)" else (PACKAGE / wing).rglob("*.py")
-        for path in paths:
+        for path in _files(wing):
             text = path.read_text()
             docs: set[int] = set()
             for node in ast.walk(ast.parse(text)):
@@ -142,13 +233,14 @@ def _count(wings: tuple[str, ...]) -> tuple[int, int]:
                     if isinstance(value, ast.Constant) and isinstance(value.value, str):
                         docs.update(range(body[0].lineno, (body[0].end_lineno or 0) + 1))
             rows = text.splitlines()
+            modules += 1
             lines += len(rows)
             code += sum(
                 1
                 for number, row in enumerate(rows, 1)
                 if row.strip() and not row.strip().startswith("#") and number not in docs
             )
-    return lines, code
+    return modules, lines, code
 
 
 def test_the_line_counts_in_the_docs_hold() -> None:
@@ -158,23 +250,27 @@ def test_the_line_counts_in_the_docs_hold() -> None:
         "`datarax/pipeline/`": ("pipeline",),
         "`datarax/distributed/`": ("distributed",),
         "`datarax/` (root)": ("(root)",),
-        "core in all": (*CORE, "(root)"),
+        "`datarax/viz/`": ("viz",),
+        "library in all": (*CORE, "viz", "(root)"),
+        "`datarax_course/`": ("datarax_course",),
+        "`grader/datarax_grader/`": ("grader/datarax_grader",),
     }
     for label, wings in rows.items():
         found = re.search(rf"^\| {re.escape(label)} \|.*\| ([\d,]+) \| ([\d,]+) \|$", table, re.M)
         assert found, label
         stated = [int(number.replace(",", "")) for number in found.groups()]
-        for said, counted in zip(stated, _count(wings), strict=True):
+        for said, counted in zip(stated, _count(wings)[1:], strict=True):
             assert abs(said - counted) <= 0.1 * counted, (label, said, counted)
 
 
 def test_the_readme_states_the_cores_lines_of_code() -> None:
-    """The README's "about N lines of code" counts the core as the table's "core in all"."""
+    """The README's "about N lines of code" counts the library as the API page's table's
+    "library in all"."""
     readme = (ROOT / "README.md").read_text()
     found = re.search(r"about ([\d,]+) lines of code, not counting docstrings", readme)
     assert found, "the README no longer states the core's size"
     stated = int(found.group(1).replace(",", ""))
-    counted = _count((*CORE, "(root)"))[1]
+    counted = _count((*CORE, "viz", "(root)"))[2]
     assert abs(stated - counted) <= 0.1 * counted, (stated, counted)
 
 

@@ -4,7 +4,7 @@ that `make quick` (``-m "not multihost and not stress and not notebooks"``) leav
 The rule, read from the code: a test is `multihost` when its code, or the code of what it
 uses (functions, fixtures, constants of its file, and of `tests/_support`), names
 `launch_local` or `jax.distributed`; it is `notebooks` when that code names nbclient,
-jupyter_client or runs the grader (``-m datarax.exercises.grade``). Docstrings do not
+jupyter_client or runs the grader (``-m datarax_grader.grade``). Docstrings do not
 count; the text of scripts a test runs does.
 """
 
@@ -15,10 +15,11 @@ import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
+GRADER_TESTS = TESTS.parent / "grader" / "tests"
 USES = {
     "multihost": re.compile(r"\blaunch_local\b|\bjax\.distributed\b"),
     "notebooks": re.compile(
-        r"\bnbclient\b|\bNotebookClient\b|\bjupyter_client\b|'-m', 'datarax\.exercises\.grade'"
+        r"\bnbclient\b|\bNotebookClient\b|\bjupyter_client\b|'-m', 'datarax_grader(\.grade)?'"
     ),
 }
 WORD = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?")
@@ -131,6 +132,7 @@ def unmarked(tests: dict[str, str], support: dict[str, str]) -> list[str]:
 
 def test_every_test_that_starts_a_cluster_or_runs_notebooks_is_marked() -> None:
     paths = [path for path in TESTS.rglob("test_*.py") if path.name != Path(__file__).name]
+    paths += GRADER_TESTS.glob("test_*.py")
     tests = {path.stem: path.read_text() for path in paths}
     assert len(tests) == len(paths) > 50  # file names are unique across the folders
     support = {path.stem: path.read_text() for path in (TESTS / "_support").glob("*.py")}
@@ -160,7 +162,7 @@ def test_through_support(): starts_a_cluster()
 def test_through_a_module_in_support(): targets.also_starts_one()
 def test_named_in_a_script(): run("from _support import targets; targets.also_starts_one()")
 def test_through_a_fixture(kernel): pass
-def test_grader(): run([sys.executable, "-m", "datarax.exercises.grade"])
+def test_grader(): run([sys.executable, "-m", "datarax_grader.grade"])
 def test_plain():
     """Not under launch_local."""
     targets.combine()

@@ -62,6 +62,8 @@ def test_the_wheel_and_sdist_hold_the_package_and_pass_the_import_check(
     (sdist,) = dist.glob("*.tar.gz")
     files = package_check.tracked_package_files(ROOT)
     assert "datarax/py.typed" in files and "datarax/sharding/_ledger.py" in files
+    assert "datarax_course/answer_keys.json" in files and "datarax_course/_core.py" in files
+    assert not [name for name in files if "grader" in name or name.endswith("_seccomp.py")]
     package_check.check_wheel(wheel, files)
     package_check.check_sdist(sdist, files)
     done = _import_check(wheel, tmp_path)
@@ -79,6 +81,17 @@ def test_a_module_left_out_of_the_wheel_fails_both_checks(dist: Path, tmp_path: 
     assert done.returncode == 1
     assert "datarax.sharding: ModuleNotFoundError" in done.stderr
     assert "datarax.sharding._ledger" in done.stderr
+
+
+def test_a_wheel_that_carries_the_grader_fails_the_check(dist: Path, tmp_path: Path) -> None:
+    (wheel,) = dist.glob("*.whl")
+    carrying = tmp_path / wheel.name
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(carrying, "w") as target:
+        for item in source.infolist():
+            target.writestr(item, source.read(item.filename))
+        target.writestr("datarax_grader/_seccomp.py", "")
+    with pytest.raises(package_check.CheckFailed, match="holds the grader's files"):
+        package_check.check_wheel(carrying, package_check.tracked_package_files(ROOT))
 
 
 def test_a_file_no_import_needs_is_still_missed(dist: Path, tmp_path: Path) -> None:

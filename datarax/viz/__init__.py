@@ -2,48 +2,37 @@
 
 `plot_sharding` draws which device (and which host) holds which block of an array;
 `plot_ledger` draws which global rows each device and each host holds (a `RowLedger`);
-`playground()` is an interactive widget to try meshes, hosts and specs on real arrays;
 `summarize` and `summary_table` list, per leaf of a pytree, the global shape, the
 PartitionSpec, each device's shard shape and bytes, and how many copies exist;
 `plot_time_report` draws where a pipeline's time per batch goes;
-`device_colors`, `host_colors` and `host_hatch` give the colours (and, from host 4 on,
-the marks) every picture here uses, so a notebook's own figures can match them. All of
-it only reads the arrays' shardings; no data is moved or copied.
+`device_colors`, `host_colors`, `host_color`, `host_hatch`, `text_color` and
+`hatch_color` give the colours (and, from host 4 on, the marks) every picture here
+uses, so other figures can match them. All of it only reads the arrays' shardings; no
+data is moved or copied.
 
-It needs the `viz` extra (matplotlib, rich): pip install 'datarax-sharding[viz]'; the
-playground needs the `playground` extra (ipywidgets) too.
+It needs the `viz` extra (matplotlib, rich): pip install 'datarax-sharding[viz]'.
+
+The tutorials' lesson figures and the playground live in the course package,
+`datarax_course.figures`; their names here (`plot_devices`, `playground`, ...) still
+work for one release, and warn.
 """
+
+from typing import Any
 
 from . import _requires as _requires  # first: names the extra when one is missing
 from ._ledger import LedgerPlot as LedgerPlot
 from ._ledger import plot_ledger as plot_ledger
-from ._lesson_bars import EstimatesPlot as EstimatesPlot
-from ._lesson_bars import MaskPlot as MaskPlot
-from ._lesson_bars import plot_estimates as plot_estimates
-from ._lesson_bars import plot_mask as plot_mask
-from ._lessons import DevicesPlot as DevicesPlot
-from ._lessons import HostRowsPlot as HostRowsPlot
-from ._lessons import plot_devices as plot_devices
-from ._lessons import plot_host_rows as plot_host_rows
 from ._palette import COPIES_HATCH as COPIES_HATCH
 from ._palette import DEVICE_PALETTE as DEVICE_PALETTE
 from ._palette import HOST_PALETTE as HOST_PALETTE
 from ._palette import device_colors as device_colors
+from ._palette import hatch_color as hatch_color
+from ._palette import host_color as host_color
 from ._palette import host_colors as host_colors
 from ._palette import host_hatch as host_hatch
 from ._palette import text_color as text_color
-from ._pipeline_figures import RowsPlot as RowsPlot
-from ._pipeline_figures import device_of_rows as device_of_rows
-from ._pipeline_figures import plot_row_grid as plot_row_grid
-from ._pipeline_figures import plot_rows as plot_rows
 from ._placement import ShardingPlot as ShardingPlot
 from ._placement import plot_sharding as plot_sharding
-from ._playground import Playground as Playground
-from ._playground_start import playground as playground
-from ._resume_figures import EpochEndPlot as EpochEndPlot
-from ._resume_figures import ReadsPlot as ReadsPlot
-from ._resume_figures import plot_epoch_ends as plot_epoch_ends
-from ._resume_figures import plot_reads as plot_reads
 from ._tables import LeafSummary as LeafSummary
 from ._tables import format_spec as format_spec
 from ._tables import leaf_summaries as leaf_summaries
@@ -51,5 +40,38 @@ from ._tables import summarize as summarize
 from ._tables import summary_table as summary_table
 from ._time_report import TimeReportPlot as TimeReportPlot
 from ._time_report import plot_time_report as plot_time_report
-from ._timeline import TimelinePlot as TimelinePlot
-from ._timeline import plot_timeline as plot_timeline
+
+# Names of earlier releases that the course package now holds (datarax_course.figures).
+MOVED_TO_COURSE = (
+    "DevicesPlot",
+    "EpochEndPlot",
+    "EstimatesPlot",
+    "HostRowsPlot",
+    "MaskPlot",
+    "Playground",
+    "ReadsPlot",
+    "RowsPlot",
+    "TimelinePlot",
+    "device_of_rows",
+    "playground",
+    "plot_devices",
+    "plot_epoch_ends",
+    "plot_estimates",
+    "plot_host_rows",
+    "plot_mask",
+    "plot_reads",
+    "plot_row_grid",
+    "plot_rows",
+    "plot_timeline",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in MOVED_TO_COURSE:
+        import importlib
+
+        from datarax._deprecated import warn
+
+        warn(f"datarax.viz.{name}", f"datarax_course.figures.{name}")
+        return getattr(importlib.import_module("datarax_course.figures"), name)
+    raise AttributeError(f"module 'datarax.viz' has no attribute {name!r}")

@@ -149,7 +149,12 @@ def text_color(fill: Any) -> str:
 
 
 def hatch_color(fill: str) -> str:
-    """The hatching drawn over `fill` for copies: darker on pale fills, lighter on dark."""
+    """The hatching drawn over `fill` for copies: darker on pale fills, lighter on dark.
+
+    Example:
+        >>> hatch_color("#ffffff")
+        '#8c8c8c'
+    """
     towards = 0.0 if text_color(fill) == "black" else 1.0
     red, green, blue = (0.55 * part + 0.45 * towards for part in to_rgb(fill))
     return to_hex((red, green, blue))

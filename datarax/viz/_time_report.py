@@ -11,6 +11,7 @@ about every worker-bar / N milliseconds.
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Mapping
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -21,9 +22,15 @@ from datarax.pipeline import Pipeline, TimeReport
 from datarax.pipeline._timing import PARTS, WHERE
 
 from ._palette import device_colors, text_color
-from ._pipeline_figures import png
 
 _COLOURS = dict(zip(PARTS, device_colors(len(PARTS)), strict=True))
+
+
+def png(figure: Figure) -> bytes:
+    """`figure` as PNG bytes, trimmed to what is drawn."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from datarax.exercises import check
+from datarax_course import check
 
 
 def judges_right_wrong_and_placeholder(name: str, solution: Any, mistake: Any, named: str) -> None:

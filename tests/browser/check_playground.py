@@ -1,4 +1,4 @@
-"""Drives datarax.viz.playground() in JupyterLab, in headless Chromium, through the page.
+"""Drives datarax_course.figures.playground() in JupyterLab, in headless Chromium, through the page.
 
     python tests/browser/check_playground.py [--screenshot /tmp/playground.png]
 
@@ -37,7 +37,7 @@ from check_lab import CHROMIUM, CHROMIUM_ARGS, REPO, CheckFailed
 NOTEBOOK = "playground.ipynb"
 CELLS = [
     'import jax\njax.config.update("jax_num_cpu_devices", 8)\nfrom datarax import viz',
-    "pg = viz.playground()\npg",
+    "pg = figures.playground()\npg",
     # Changes made faster than a redraw, inside the kernel's event loop: merged.
     "before = pg.updates\n"
     "for size in (40, 48, 56, 64, 16):\n"

@@ -1,7 +1,8 @@
-"""The answer keys live where only the grader loads them: no checker module holds one,
-the library a graded kernel imports has none, a notebook's check reads the keys' answers
-to its public cases from a table that is what the keys say, and the grader's secret
-cases are not the public ones."""
+"""The answer keys live where only the grader loads them: no checker module holds one, a
+notebook's check reads the keys' answers to its public cases from the course's data file
+(``answer_keys.json``), which is what the keys say, and the grader's secret cases are not
+the public ones. That a graded kernel's copy of the course has no key is the grader's
+test (grader/tests/test_grader_keys.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import datarax
-from datarax.exercises import _answers, _cases, _core, _keys, check
-from datarax.exercises._integrity import Library
-from datarax.exercises._tables import TABLES
+from datarax_course import _answers, _cases, _core, _keys, check
 
+TABLES = _cases.answer_tables()
 KEY_NAMES = sorted(key.__name__ for key in _keys.KEYS.values())
 CHECKER_MODULES = sorted(
-    f"datarax.exercises.{path.stem}"
+    f"datarax_course.{path.stem}"
     for path in Path(_core.__file__).parent.glob("_*.py")
     if path.stem not in ("__init__", "_keys")
 )
@@ -37,18 +36,9 @@ def test_no_module_a_kernel_imports_holds_an_answer_key(module: str) -> None:
     assert not held, f"{module} holds {held}"
 
 
-def test_the_graded_kernels_library_has_no_key_and_no_key_code() -> None:
-    package = Path(datarax.__file__).parent
-    library = Library.of(package, left_out=("_keys.py",))
-    assert not [name for name in library.files if name.endswith("_keys.py")]
-    for name, content in library.files.items():
-        for key in KEY_NAMES:
-            assert f"def {key}(" not in content.decode(errors="replace"), (name, key)
-
-
 def test_the_table_is_what_the_keys_answer_on_the_public_cases() -> None:
     assert json.loads(json.dumps(_keys.tables())) == TABLES
-    assert _keys.tables_source(_keys.tables()) == _keys.TABLES_FILE.read_text(encoding="utf-8")
+    assert _keys.tables_text(_keys.tables()) == _keys.TABLES_FILE.read_text(encoding="utf-8")
 
 
 def test_a_notebook_checks_with_the_table_and_the_grader_with_the_keys(

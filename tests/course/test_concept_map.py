@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from datarax.exercises import _core
+from datarax_course import _core
 
 ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "concept_map.md"
@@ -57,7 +57,8 @@ REFERENCE = re.compile(
 CHECKER = re.compile(r"`(\d\d)\.(\w+)`")
 # What draws a figure in a notebook: matplotlib, datarax.viz, a picture, the playground.
 FIGURE = re.compile(
-    r"plt\.show\(|viz\.plot_\w+\(|viz\.playground\(|display\(Image\(|^!\[", re.MULTILINE
+    r"plt\.show\(|(viz|figures)\.plot_\w+\(|figures\.playground\(|display\(Image\(|^!\[",
+    re.MULTILINE,
 )
 
 

@@ -14,8 +14,8 @@ import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises import check
 from datarax.sharding import pad_to_multiple
+from datarax_course import check
 
 TPU_V3_8_ORDER = [0, 1, 2, 3, 6, 7, 4, 5]
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from _support.exercise_checks import judges_right_wrong_and_placeholder
 
-from datarax.exercises import check
-from datarax.exercises._nb04 import _blocks, layouts
 from datarax.sharding import RowLedger, shard_bounds
+from datarax_course import check
+from datarax_course._nb04 import _blocks, layouts
 
 ROOT = Path(__file__).parents[2]
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from _support.exercise_checks import judges_right_wrong_and_placeholder
 
-from datarax.exercises import check
-from datarax.exercises._nb08 import layouts
+from datarax_course import check
+from datarax_course._nb08 import layouts
 
 
 def host_rows(sharding: Any, num_rows: int, host_of: dict[int, int], host: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from datarax.exercises import check
+from datarax_course import check
 
 NAME = "10.communication_bound_batch"
 
@@ -76,7 +76,7 @@ def test_the_notebook_numbers_match_the_checker() -> None:
     """Tutorial 10's upper ends: 1915 rows on a TPU v5e-8 ring at 2 x 45 GB/s, 1923 on
     H100s over NVLink; its lower ends, with no overlap, are two thirds of the checker's
     answer at the higher bandwidth."""
-    from datarax.exercises._keys import expected_batch
+    from datarax_course._keys import expected_batch
 
     assert round(expected_batch(8, 197e12, 2 * 45e9, 2)) == 1915
     assert round(expected_batch(8, 989e12, 900e9 / 2, 2)) == 1923

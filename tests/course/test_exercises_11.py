@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.exercises import check
+from datarax_course import check
 from tests._support.exercise_checks import judges_right_wrong_and_placeholder
 
 NAME = "11.attention_mask"

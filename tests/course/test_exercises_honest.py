@@ -22,9 +22,9 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax.exercises import _answers, _cases, _core, _keys, check
-from datarax.exercises._feedback import Feedback
 from datarax.sharding import RowLedger, pad_to_multiple, shard_bounds
+from datarax_course import _answers, _cases, _core, _keys, check
+from datarax_course._feedback import Feedback
 
 ROOT = Path(__file__).parents[2]
 

@@ -273,7 +273,7 @@ def test_every_concept_has_a_quiz_and_an_exercise(kind: str) -> None:
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_exercises_use_the_exercise_form(notebook: Path) -> None:
     """Reader cell (TODO) -> check() -> hidden solution cell -> the same check, asserted."""
-    from datarax.exercises import _core
+    from datarax_course import _core
 
     cells = jupytext.read(notebook).cells
     todo = [n for n, c in enumerate(cells) if c.cell_type == "code" and "TODO" in c.source]

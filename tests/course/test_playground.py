@@ -1,4 +1,5 @@
-"""datarax.viz.playground: the controls drive real placements, and every view follows them.
+"""The playground (datarax_course.figures): the controls drive real placements, and every
+view follows them.
 
 Run as a script, it measures how long the playground takes to follow 50 control
 changes on 8 simulated devices:
@@ -23,13 +24,13 @@ import pytest
 from jax.sharding import PartitionSpec as P
 from nbclient import NotebookClient
 
-from datarax import viz
-from datarax.viz._playground import Debounce
+from datarax_course import figures
+from datarax_course.figures._playground import Debounce
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def check_views(pg: viz.Playground) -> None:
+def check_views(pg: figures.Playground) -> None:
     """The picture, both tables and the code all show the placed array's layout."""
     assert pg.message is None and pg.view is not None
     view = pg.view
@@ -69,7 +70,7 @@ def check_views(pg: viz.Playground) -> None:
 
 
 def test_starts_on_real_devices_with_every_view() -> None:
-    pg = viz.playground()
+    pg = figures.playground()
     check_views(pg)
     assert pg.view.real and pg.view.settings.mesh_shape == (4, 2)
     assert pg.view.sharding.spec == P("data", None)
@@ -97,7 +98,7 @@ def test_starts_on_real_devices_with_every_view() -> None:
     ],
 )
 def test_each_control_redraws_every_view(key: str, value: Any) -> None:
-    pg = viz.playground()
+    pg = figures.playground()
     before = (pg.outputs["picture"].value, pg.outputs["devices"].value, pg.outputs["code"].value)
     pg.controls[key].value = value
     check_views(pg)
@@ -106,7 +107,7 @@ def test_each_control_redraws_every_view(key: str, value: Any) -> None:
 
 
 def test_picture_and_tables_follow_a_change_of_spec() -> None:
-    pg = viz.playground(batch_size=32)
+    pg = figures.playground(batch_size=32)
     device = jax.devices()[1].id
     assert pg.plot.region(device) == ((0, 8), (0, 8))
     pg.controls["spec0"].value = (0, 1)  # ('data', 'model'): 8 blocks of 4 rows
@@ -117,7 +118,7 @@ def test_picture_and_tables_follow_a_change_of_spec() -> None:
 
 
 def test_interleaved_hosts_read_rows_apart() -> None:
-    pg = viz.playground(mesh_shape=(8,), axis_names=("data",), spec=P("data"), hosts=2)
+    pg = figures.playground(mesh_shape=(8,), axis_names=("data",), spec=P("data"), hosts=2)
     pg.controls["order"].value = "interleaved"
     check_views(pg)
     assert pg.view.host_rows[0].blocks == ((0, 2), (4, 6), (8, 10), (12, 14))
@@ -125,7 +126,7 @@ def test_interleaved_hosts_read_rows_apart() -> None:
 
 
 def test_model_axis_across_hosts_shows_shared_rows_in_the_ledger_tab() -> None:
-    pg = viz.playground(device_order="interleaved")  # each 'model' pair spans both hosts
+    pg = figures.playground(device_order="interleaved")  # each 'model' pair spans both hosts
     check_views(pg)
     assert [row.also_on for row in pg.view.host_rows] == [(1,), (0,)]
     pg.outputs["tabs"].selected_index = 1
@@ -134,7 +135,7 @@ def test_model_axis_across_hosts_shows_shared_rows_in_the_ledger_tab() -> None:
 
 
 def test_a_mesh_bigger_than_the_runtime_falls_back_and_says_so() -> None:
-    pg = viz.playground()
+    pg = figures.playground()
     pg.controls["size1"].value = 4  # a 4 x 4 mesh: 16 devices, 8 present
     check_views(pg)
     assert not pg.view.real and isinstance(pg.view.array, jax.ShapeDtypeStruct)
@@ -160,7 +161,7 @@ def test_a_mesh_bigger_than_the_runtime_falls_back_and_says_so() -> None:
     ],
 )
 def test_an_invalid_choice_shows_the_library_error_and_recovers(changes, expected) -> None:
-    pg = viz.playground()
+    pg = figures.playground()
     start = {key: pg.controls[key].value for key in changes}
     for key, value in changes.items():
         pg.controls[key].value = value
@@ -176,9 +177,9 @@ def test_an_invalid_choice_shows_the_library_error_and_recovers(changes, expecte
 
 
 def test_an_unexpected_failure_is_shown_and_the_next_change_recovers(monkeypatch) -> None:
-    from datarax.viz import _playground
+    from datarax_course.figures import _playground
 
-    pg = viz.playground()
+    pg = figures.playground()
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("renderer gone")
@@ -220,11 +221,11 @@ def test_an_unexpected_failure_is_shown_and_the_next_change_recovers(monkeypatch
 )
 def test_bad_arguments_are_named(kwargs, error, match) -> None:
     with pytest.raises(error, match=match):
-        viz.playground(**kwargs)
+        figures.playground(**kwargs)
 
 
 def test_an_invalid_start_is_shown_not_raised() -> None:
-    pg = viz.playground(batch_size=10)
+    pg = figures.playground(batch_size=10)
     assert pg.view is None and "batch has 10 rows" in pg.message
     bundle = pg._repr_mimebundle_()
     assert (
@@ -233,7 +234,7 @@ def test_an_invalid_start_is_shown_not_raised() -> None:
 
 
 def test_display_carries_the_widget_and_a_snapshot_for_static_pages() -> None:
-    pg = viz.playground(spec=P(None, "model"))
+    pg = figures.playground(spec=P(None, "model"))
     bundle = pg._repr_mimebundle_()
     assert bundle[WIDGET_VIEW]["model_id"] == pg.widget.model_id
     page = bundle["text/html"]
@@ -252,7 +253,7 @@ def test_on_colab_the_widget_manager_for_ipywidgets_8_is_turned_on(monkeypatch) 
     monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
     monkeypatch.setitem(sys.modules, "google.colab", colab)
     monkeypatch.setitem(sys.modules, "google.colab.output", output)
-    viz.playground(mesh_shape=(8,), axis_names=("data",), spec=P("data"))
+    figures.playground(mesh_shape=(8,), axis_names=("data",), spec=P("data"))
     assert calls == ["on"]
 
 
@@ -274,7 +275,7 @@ def test_debounce_merges_a_burst_inside_an_event_loop() -> None:
 
 
 def test_a_burst_of_changes_in_a_kernel_loop_redraws_twice_and_ends_on_the_last() -> None:
-    pg = viz.playground()
+    pg = figures.playground()
 
     async def drag() -> tuple[int, int]:
         before = pg.updates
@@ -295,7 +296,7 @@ def test_executed_notebook_keeps_a_static_picture_and_tables() -> None:
     notebook.cells = [
         nbformat.v4.new_code_cell(
             'import jax\njax.config.update("jax_num_cpu_devices", 8)\n'
-            "from datarax import viz\nviz.playground()"
+            "from datarax_course import figures\nfigures.playground()"
         )
     ]
     NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
@@ -309,7 +310,7 @@ def test_executed_notebook_keeps_a_static_picture_and_tables() -> None:
     assert output["data"][WIDGET_VIEW]["model_id"] in state
 
 
-def drive(pg: viz.Playground, count: int = 50) -> list[tuple[float, float]]:
+def drive(pg: figures.Playground, count: int = 50) -> list[tuple[float, float]]:
     """Makes `count` control changes, none repeating a layout.
 
     Returns each change's (wall-clock, CPU) seconds, from setting the control's value
@@ -340,7 +341,7 @@ def drive(pg: viz.Playground, count: int = 50) -> list[tuple[float, float]]:
 
 
 def test_drive_makes_one_redraw_per_change() -> None:
-    pg = viz.playground()
+    pg = figures.playground()
     before = pg.updates
     seconds = drive(pg, 12)
     assert len(seconds) == 12 and pg.updates == before + 12
@@ -349,8 +350,8 @@ def test_drive_makes_one_redraw_per_change() -> None:
 
 if __name__ == "__main__":
     jax.config.update("jax_num_cpu_devices", 8)
-    drive(viz.playground(), 4)  # warm up: the first placements compile, fonts load
-    timings = np.array(drive(viz.playground(), 50)) * 1000  # (change, wall or CPU) in ms
+    drive(figures.playground(), 4)  # warm up: the first placements compile, fonts load
+    timings = np.array(drive(figures.playground(), 50)) * 1000  # (change, wall or CPU) in ms
     print(
         f"50 control changes on {len(jax.devices())} devices, {os.cpu_count()} cores, load "
         f"average {os.getloadavg()[0]:.1f}:"

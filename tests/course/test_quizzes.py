@@ -11,7 +11,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from datarax.exercises import reveal
+from datarax_course import reveal
 
 ROOT = Path(__file__).parents[2]
 NOTEBOOKS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.ipynb"))

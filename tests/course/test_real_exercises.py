@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from datarax.exercises import _real, check
-from datarax.exercises._keys import scheduled_ms
 from datarax.sharding import shard_bounds
+from datarax_course import _real, check
+from datarax_course._keys import scheduled_ms
 
 
 def _bounds(rows: int, host: int, count: int, drop: bool) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from matplotlib.colors import to_hex, to_rgb
 
 from datarax import viz
 from datarax._compat import single_device_sharding
+from datarax_course import figures
 
 PERMUTED = [3, 1, 0, 2, 7, 5, 4, 6]
 
@@ -436,7 +437,7 @@ def test_hosts_stay_apart_beyond_the_palette() -> None:
 
 def test_row_pictures_mark_hosts_4_and_up() -> None:
     owners = np.repeat(np.arange(8), 2)
-    plot = viz.plot_rows({"hosts": owners}, color_by="host")
+    plot = figures.plot_rows({"hosts": owners}, color_by="host")
     hatches = [patch.get_hatch() for patch in plot.patches["hosts"]]
     assert hatches == [None] * 4 + [viz.host_hatch(host) for host in range(4, 8)]
     fills = [to_hex(patch.get_facecolor()) for patch in plot.patches["hosts"]]
@@ -445,7 +446,7 @@ def test_row_pictures_mark_hosts_4_and_up() -> None:
 
 def test_placement_coloured_by_host_marks_hosts_4_and_up() -> None:
     """8 hosts on stand-in devices: hosts 4-7 repeat the colours of 0-3 with a mark."""
-    from datarax.viz._playground_model import _StandIn
+    from datarax_course.figures._playground_model import _StandIn
 
     real = jax.devices()[0]
     devices = [

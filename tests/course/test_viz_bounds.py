@@ -22,6 +22,7 @@ from jax.sharding import PartitionSpec as P
 
 from datarax import viz
 from datarax.sharding import RowLedger, pretend_hosts
+from datarax_course import figures
 
 HANG_LIMIT_S = 60
 MESH = jax.make_mesh((8,), ("data",))
@@ -37,14 +38,14 @@ def _events(count: int) -> list[tuple[str, str, float, float]]:
 STRIPED_5, STRIPED_6 = np.arange(10**5) % 8, np.arange(10**6) % 8
 EVENTS_5, EVENTS_6 = _events(10**5), _events(10**6)
 TOO_MANY: dict[str, tuple[Callable[[], Any], str]] = {
-    "plot_rows, 10**5 runs": (lambda: viz.plot_rows({"d": STRIPED_5}), "at most 4096 runs"),
-    "plot_rows, 10**6 runs": (lambda: viz.plot_rows({"d": STRIPED_6}), "at most 4096 runs"),
+    "plot_rows, 10**5 runs": (lambda: figures.plot_rows({"d": STRIPED_5}), "at most 4096 runs"),
+    "plot_rows, 10**6 runs": (lambda: figures.plot_rows({"d": STRIPED_6}), "at most 4096 runs"),
     "plot_timeline, 10**5 events": (
-        lambda: viz.plot_timeline({"a": EVENTS_5}, lanes=("input", "step")),
+        lambda: figures.plot_timeline({"a": EVENTS_5}, lanes=("input", "step")),
         "at most 4096 events",
     ),
     "plot_timeline, 10**6 events": (
-        lambda: viz.plot_timeline({"a": EVENTS_6}, lanes=("input", "step")),
+        lambda: figures.plot_timeline({"a": EVENTS_6}, lanes=("input", "step")),
         "at most 4096 events",
     ),
 }
@@ -62,7 +63,7 @@ def test_too_many_runs_or_events_are_refused_in_a_few_mib(name: str) -> None:
 
 def test_a_million_rows_in_few_runs_still_draw_in_bounded_memory() -> None:
     blocks = np.repeat(np.arange(8), 10**6 // 8)
-    plot, peak = peak_bytes(lambda: viz.plot_rows({"d": blocks}), HANG_LIMIT_S)
+    plot, peak = peak_bytes(lambda: figures.plot_rows({"d": blocks}), HANG_LIMIT_S)
     assert [owner for _, _, owner in plot.runs["d"]] == list(range(8))
     assert len(plot._repr_png_()) > 0
     plt.close("all")
@@ -71,10 +72,10 @@ def test_a_million_rows_in_few_runs_still_draw_in_bounded_memory() -> None:
 
 def test_a_picture_at_the_cap_still_draws() -> None:
     striped = np.arange(4096) % 8
-    plot = viz.plot_rows({"d": striped})
+    plot = figures.plot_rows({"d": striped})
     assert len(plot.patches["d"]) == 4096
     assert plot.patches["d"][0].get_linewidth() == 0  # a white edge would hide a thin run
-    timeline = viz.plot_timeline({"a": _events(4096)}, lanes=("input", "step"))
+    timeline = figures.plot_timeline({"a": _events(4096)}, lanes=("input", "step"))
     assert sum(len(bars) for bars in timeline.bars["a"].values()) == 4096
     plt.close("all")
 
@@ -82,24 +83,26 @@ def test_a_picture_at_the_cap_still_draws() -> None:
 LONG_TITLE = "a title that goes on " * 50
 # Each would make a figure over 40 inches on some side on the code before the cap.
 TOO_BIG: dict[str, Callable[[], Any]] = {
-    "plot_rows, 100 strips": lambda: viz.plot_rows({str(n): [0, 1] for n in range(100)}),
-    "plot_row_grid, 1 column": lambda: viz.plot_row_grid({"e": [0] * 64}, columns=1),
-    "plot_timeline, 60 panels": lambda: viz.plot_timeline(
+    "plot_rows, 100 strips": lambda: figures.plot_rows({str(n): [0, 1] for n in range(100)}),
+    "plot_row_grid, 1 column": lambda: figures.plot_row_grid({"e": [0] * 64}, columns=1),
+    "plot_timeline, 60 panels": lambda: figures.plot_timeline(
         {str(n): _events(2) for n in range(60)}, lanes=("input", "step")
     ),
-    "plot_reads, 100 steps": lambda: viz.plot_reads(
+    "plot_reads, 100 steps": lambda: figures.plot_reads(
         {"a": {step: ([0, 1], [0, 1]) for step in range(100)}}
     ),
-    "plot_reads, 400 positions": lambda: viz.plot_reads({"a": {0: (list(range(400)), [0] * 400)}}),
-    "plot_epoch_ends, 100 batches": lambda: viz.plot_epoch_ends({"p": {0: ["done"] * 100}}),
-    "plot_mask, 8 panels": lambda: viz.plot_mask({str(n): MASK for n in range(8)}),
-    "plot_estimates, 80 values": lambda: viz.plot_estimates(
+    "plot_reads, 400 positions": lambda: figures.plot_reads(
+        {"a": {0: (list(range(400)), [0] * 400)}}
+    ),
+    "plot_epoch_ends, 100 batches": lambda: figures.plot_epoch_ends({"p": {0: ["done"] * 100}}),
+    "plot_mask, 8 panels": lambda: figures.plot_mask({str(n): MASK for n in range(8)}),
+    "plot_estimates, 80 values": lambda: figures.plot_estimates(
         {str(n): float(n) for n in range(80)}, exact="0"
     ),
-    "plot_host_rows, 80 shardings": lambda: viz.plot_host_rows(
+    "plot_host_rows, 80 shardings": lambda: figures.plot_host_rows(
         {str(n): ROWS for n in range(80)}, 16, host_of=pretend_hosts(2)
     ),
-    "plot_devices, 200 layouts": lambda: viz.plot_devices(*[MESH.devices[:1]] * 200),
+    "plot_devices, 200 layouts": lambda: figures.plot_devices(*[MESH.devices[:1]] * 200),
     "plot_ledger, a long title": lambda: viz.plot_ledger(
         RowLedger(ROWS, 16, host_of=pretend_hosts(2)), title=LONG_TITLE * 32
     ),

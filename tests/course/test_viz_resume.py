@@ -7,6 +7,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from datarax import viz
+from datarax_course import figures
 
 
 def _segments() -> dict[str, dict[int, tuple[list[int], list[int]]]]:
@@ -20,7 +21,7 @@ def _segments() -> dict[str, dict[int, tuple[list[int], list[int]]]]:
 
 def test_cells_show_the_rows_in_their_hosts_colours() -> None:
     segments = _segments()
-    plot = viz.plot_reads(segments, title="reads")
+    plot = figures.plot_reads(segments, title="reads")
     assert plot.columns == (
         ("2 hosts", 1),
         ("2 hosts", 2),
@@ -44,7 +45,7 @@ def test_cells_show_the_rows_in_their_hosts_colours() -> None:
 
 
 def test_columns_run_left_to_right_with_a_gap_between_segments() -> None:
-    plot = viz.plot_reads(_segments())
+    plot = figures.plot_reads(_segments())
     lefts = [plot.cells[(column, 0)].get_x() for column in range(len(plot.columns))]
     steps = np.diff(lefts)
     assert np.all(steps > 0)
@@ -64,7 +65,7 @@ def test_columns_run_left_to_right_with_a_gap_between_segments() -> None:
 )
 def test_bad_segments_are_refused(segments: object, error: type, words: str) -> None:
     with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
-        viz.plot_reads(segments)  # type: ignore[arg-type]
+        figures.plot_reads(segments)  # type: ignore[arg-type]
 
 
 def test_epoch_ends_draw_one_box_per_batch_in_its_state() -> None:
@@ -72,7 +73,7 @@ def test_epoch_ends_draw_one_box_per_batch_in_its_state() -> None:
         "no agreement": {0: ["done"] * 5, 1: ["done"] * 5 + ["waiting"]},
         "stop": {0: ["done"] * 5, 1: ["done"] * 5 + ["not run"]},
     }
-    plot = viz.plot_epoch_ends(panels, title="epoch ends")
+    plot = figures.plot_epoch_ends(panels, title="epoch ends")
     colours = viz.host_colors(2)
     for label, hosts in panels.items():
         for host, states in hosts.items():
@@ -95,4 +96,4 @@ def test_epoch_ends_draw_one_box_per_batch_in_its_state() -> None:
 )
 def test_bad_epoch_ends_are_refused(panels: object, error: type) -> None:
     with pytest.raises(error):
-        viz.plot_epoch_ends(panels)  # type: ignore[arg-type]
+        figures.plot_epoch_ends(panels)  # type: ignore[arg-type]

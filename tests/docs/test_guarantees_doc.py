@@ -11,7 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "guarantees.md"
-# A test file in tests/, or in a folder of it: `pipeline/test_x.py::test_y`.
+# A test file in tests/, or in a folder of it: `pipeline/test_x.py::test_y`; the grader's
+# tests by their path in the repository: `grader/tests/test_x.py::test_y`.
 NAMED = re.compile(r"`((?:\w+/)*test_\w+\.py)::(\w+)(?:\[[^\]]*\])?`")
 
 
@@ -21,8 +22,9 @@ def _sections() -> dict[str, str]:
 
 
 def _tests_in(path: str) -> set[str]:
-    """The test functions of the file at `path` below tests/ (none if there is none)."""
-    found = ROOT / "tests" / path
+    """The test functions of the file at `path` below tests/, or in the repository for the
+    grader's (none if there is none)."""
+    found = ROOT / path if path.startswith("grader/") else ROOT / "tests" / path
     if not found.is_file():
         return set()
     tree = ast.parse(found.read_text())

@@ -1,0 +1,318 @@
+"""Checkers that hold the reader's answer against what the library or JAX really does.
+
+Four ideas of the tutorials are first practised as arithmetic (Grain's bounds, an
+epoch's time with prefetch, where uneven hosts stop, the communication-bound batch).
+These exercises then run the real thing and compare:
+
+``04.split_batch``: the reader splits a real batch between hosts; each host's part is
+compared with what `JaxProcessSharder.shard_data` gives that host.
+``07.predicted_epoch``: the reader measures a source and a step they have not seen and
+predicts a loop's time; the checker times the loop, through `prefetch_to_device` or
+not (the one checker whose right answer is a measurement, taken by whoever judges).
+``09.unread_rows``: the reader names the rows per-host pipelines leave unread when they
+stop together; the checker runs each host's `Pipeline` for the batches they agree on.
+``10.backward_flops``: the reader asks XLA how many FLOPs a backward pass costs per row;
+the checker asks XLA too, on models the reader has not seen.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from datarax.pipeline import Pipeline, prefetch_to_device
+from datarax.sharding import JaxProcessSharder, shard_bounds
+from datarax_course._answers import recording_now
+from datarax_course._cases import NotJudgedHere, draw
+from datarax_course._core import Ban, call, exercise
+from datarax_course._feedback import Feedback, right, wrong
+from datarax_course._values import array, items, number, plain, reject
+
+# 04.split_batch -------------------------------------------------------------------------
+
+_NO_SHARDER = (
+    Ban(JaxProcessSharder, "shard_data", "JaxProcessSharder.shard_data"),
+    Ban(shard_bounds, "__code__", "shard_bounds"),
+)
+
+
+def _piece(value: Any, what: str, keys: list[str]) -> dict[str, np.ndarray]:
+    read = plain(value, what, f"a dict with the keys {keys}, like the batch")
+    if not isinstance(read, dict) or sorted(read) != keys:
+        raise reject(what, read, f"a dict with the keys {keys}, like the batch")
+    return {key: array(read[key], f"{what}[{key!r}]", "an array of rows") for key in keys}
+
+
+@exercise(
+    "04.split_batch",
+    idea="every leaf of the batch is cut at the same rows: your host_bounds says where.",
+    method="for host i of process_count, (start, stop) = host_bounds(len of a leaf, i, "
+    "process_count, drop_remainder); the host's batch is {key: leaf[start:stop]}; "
+    "return the list of every host's batch, host 0 first.",
+)
+def _split_batch(answer: Any) -> Feedback:
+    rng = draw("04.split_batch")
+    settings = [(10, 3), (7, 2), (0, 2), (16, 4), (5, 5), (3, 5)]
+    settings += [(int(rng.integers(1, 300)), int(rng.integers(2, 9))) for _ in range(3)]
+    checked = 0
+    for rows, count in settings:
+        batch: dict[str, np.ndarray] = {
+            "image": np.arange(rows * 3, dtype=np.float32).reshape(rows, 3),
+            "label": np.arange(rows) % 7,
+        }
+        for drop in (True, False):
+            got = call(
+                answer, {k: v.copy() for k, v in batch.items()}, count, drop, bans=_NO_SHARDER
+            )
+            pieces = items(
+                got, "split_batch's result", f"a list of {count} batches, one per host", count
+            )
+            for host, piece in enumerate(pieces):
+                mine = _piece(piece, f"host {host}'s batch", sorted(batch))
+                sharder = JaxProcessSharder(
+                    process_index=host, process_count=count, drop_remainder=drop
+                )
+                theirs = sharder.shard_data(batch)
+                for key in sorted(batch):
+                    if mine[key].shape != theirs[key].shape or not np.array_equal(
+                        mine[key], theirs[key]
+                    ):
+                        return wrong(
+                            f"a batch of {rows} rows split over {count} hosts "
+                            f"(drop_remainder={drop}): JaxProcessSharder gives host {host} "
+                            f"{len(theirs[key])} rows of {key!r}, starting "
+                            f"{theirs[key][:2].tolist()}; your host {host} got "
+                            f"{len(mine[key])} rows, starting {mine[key][:2].tolist()}."
+                        )
+            checked += 1
+    return right(
+        f"every host's part matches JaxProcessSharder.shard_data in all {checked} splits "
+        "(an empty batch, more hosts than rows, both drop_remainder)."
+    )
+
+
+# 07.predicted_epoch ---------------------------------------------------------------------
+
+_LOOP_STEPS = 8
+
+
+def _source(input_ms: float) -> Any:
+    def make_batches() -> Iterator[dict[str, np.ndarray]]:
+        for index in range(_LOOP_STEPS):
+            time.sleep(input_ms / 1e3)  # reading and decoding a batch
+            yield {"x": np.full((4, 2), index, np.float32)}
+
+    return make_batches
+
+
+def _step(step_ms: float) -> Any:
+    def step(batch: Any) -> None:
+        time.sleep(step_ms / 1e3)  # the host waits while the accelerator runs the step
+
+    return step
+
+
+def _timed_ms(make_batches: Any, step: Any, prefetch: bool) -> float:
+    start = time.perf_counter()
+    if prefetch:
+        with prefetch_to_device(make_batches(), size=2) as batches:
+            for batch in batches:
+                step(batch)
+    else:
+        for batch in make_batches():
+            step(batch)
+    return (time.perf_counter() - start) * 1e3
+
+
+def _close(predicted: float, measured: float) -> bool:
+    return abs(predicted - measured) <= max(0.2 * measured, 25.0)
+
+
+@exercise(
+    "07.predicted_epoch",
+    idea="time one batch of make_batches() and one step, then let your epoch_ms do the rest.",
+    method="it = make_batches(); t0 = time.perf_counter(); batch = next(it); input_ms = "
+    "(time.perf_counter() - t0) * 1e3; time step(batch) the same way for step_ms; return "
+    "epoch_ms(step_ms, input_ms, steps, prefetch).",
+)
+def _predicted_epoch(answer: Any) -> Feedback:
+    rng = draw("07.predicted_epoch")
+    settings = [(float(rng.integers(10, 31)), float(rng.integers(10, 31))) for _ in range(2)]
+    cases = [
+        (step_ms, input_ms, prefetch)
+        for step_ms, input_ms in settings
+        for prefetch in (False, True)
+    ]
+    predicted = [
+        number(
+            call(answer, _source(input_ms), _step(step_ms), _LOOP_STEPS, prefetch),
+            "your prediction",
+        )
+        for step_ms, input_ms, prefetch in cases
+    ]
+    if recording_now():  # the grader times the loops itself
+        raise NotJudgedHere("07.predicted_epoch")
+    for (step_ms, input_ms, prefetch), guess in zip(cases, predicted, strict=True):
+        make_batches, step = _source(input_ms), _step(step_ms)
+        measured = [_timed_ms(make_batches, step, prefetch)]
+        while (
+            not _close(guess, min(measured, key=lambda ms: abs(ms - guess))) and len(measured) < 3
+        ):
+            measured.append(_timed_ms(make_batches, step, prefetch))  # a busy machine: again
+        nearest = min(measured, key=lambda ms: abs(ms - guess))
+        if not _close(guess, nearest):
+            how = "with prefetch_to_device(size=2)" if prefetch else "one after the other"
+            return wrong(
+                f"a loop of {_LOOP_STEPS} batches {how} took {nearest:.0f} ms here, and you "
+                f"predicted {guess:.0f} ms (the batches take about {input_ms:g} ms to "
+                f"produce, a step about {step_ms:g} ms)."
+            )
+    return right(
+        f"your predictions came within 20% of {len(cases)} real loops, with and without "
+        "prefetch_to_device."
+    )
+
+
+# 09.unread_rows ---------------------------------------------------------------------------
+
+
+def _pipelines(rows_per_host: list[int], batch_size: int, seed: int) -> list[Pipeline]:
+    return [
+        Pipeline(
+            source={"row": np.arange(rows)},
+            batch_size=batch_size,
+            shuffle=True,
+            rngs=nnx.Rngs(seed + host),
+            uneven_hosts="stop",
+        )
+        for host, rows in enumerate(rows_per_host)
+    ]
+
+
+def _read_in_epoch(pipeline: Pipeline, epoch: int, batches: int) -> set[int]:
+    """The rows `pipeline` reads in the first `batches` batches of `epoch`, by iterating."""
+    for _ in range(epoch):
+        for _ in pipeline:
+            pass
+    read: set[int] = set()
+    for _, batch in zip(range(batches), pipeline, strict=False):
+        read.update(int(row) for row in batch["row"])
+    return read
+
+
+@exercise(
+    "09.unread_rows",
+    idea="every host stops after the agreed number of batches (your epoch_plan): what is "
+    "left of its own epoch order is unread.",
+    method="batches = min(len(p) for p in pipelines); host h leaves "
+    "np.sort(pipelines[h].epoch_order(epoch)[batches * pipelines[h].batch_size:]) unread.",
+)
+def _unread_rows(answer: Any) -> Feedback:
+    rng = draw("09.unread_rows")
+    drawn = [int(n) for n in rng.integers(8, 60, size=int(rng.integers(2, 5)))]
+    settings = [
+        ([40, 48], 8, 0, 1),
+        ([43, 48, 50, 64], 8, 5, 0),
+        (drawn, 4, int(rng.integers(100)), 2),
+    ]
+    for rows_per_host, batch_size, seed, epoch in settings:
+        got = call(answer, _pipelines(rows_per_host, batch_size, seed), epoch)
+        expected_count = f"a list of {len(rows_per_host)} arrays, one per host"
+        listed = items(got, "unread_rows's result", expected_count, len(rows_per_host))
+        fresh = _pipelines(rows_per_host, batch_size, seed)
+        agreed = min(len(pipeline) for pipeline in fresh)
+        for host, (pipeline, mine) in enumerate(zip(fresh, listed, strict=True)):
+            unread = sorted(
+                set(range(rows_per_host[host])) - _read_in_epoch(pipeline, epoch, agreed)
+            )
+            rows = array(mine, f"host {host}'s unread rows", "an array of row numbers", True)
+            if sorted(rows.tolist()) != unread or len(rows) != len(unread):
+                return wrong(
+                    f"hosts with {rows_per_host} rows, batches of {batch_size}, epoch {epoch}: "
+                    f"they stop after {agreed} batches, and host {host}'s pipeline leaves "
+                    f"{len(unread)} rows unread ({unread[:6]}...); your function says "
+                    f"{len(rows)} ({sorted(rows.tolist())[:6]}...)."
+                )
+    return right(
+        f"the rows every host leaves unread match what its own pipeline read, in {len(settings)} "
+        "sets of hosts and epochs."
+    )
+
+
+# 10.backward_flops ------------------------------------------------------------------------
+
+
+def _flops(function: Any, *args: Any) -> float:
+    analysis: Any = jax.jit(function).lower(*args).cost_analysis()
+    if isinstance(analysis, list):  # older jax: one dict per program
+        analysis = analysis[0]
+    return float(analysis["flops"])
+
+
+def _xla_backward_flops(loss: Any, params: Any, batch: Any) -> float:
+    """XLA's FLOPs per row of the backward pass of `loss` at `params` on `batch` (rows on
+    the first axis), by XLA's cost analysis of the programs JAX lowers: the gradient's
+    count minus the forward pass's, per row, from two batch sizes so that costs that do
+    not grow with the batch cancel."""
+    doubled = jnp.concatenate([batch, batch])
+    gradient = jax.grad(loss)
+    per_step = _flops(gradient, params, doubled) - _flops(gradient, params, batch)
+    forward = _flops(loss, params, doubled) - _flops(loss, params, batch)
+    return (per_step - forward) / batch.shape[0]
+
+
+def _model(widths: list[int]) -> tuple[Any, Any]:
+    """A dense model with layers of `widths`: its loss(params, x) and its weights."""
+    rng = np.random.default_rng(sum(widths))
+    params = [
+        jnp.asarray(rng.standard_normal((fan_in, fan_out), dtype=np.float32) / fan_in**0.5)
+        for fan_in, fan_out in itertools.pairwise(widths)
+    ]
+
+    def loss(params: Any, x: Any) -> Any:
+        for weight in params[:-1]:
+            x = jax.nn.relu(x @ weight)
+        return jnp.mean((x @ params[-1]) ** 2)
+
+    return loss, params
+
+
+@exercise(
+    "10.backward_flops",
+    idea="XLA counts the FLOPs of a program (its cost analysis); the backward "
+    "pass is what the gradient costs beyond the forward pass, and only the part that "
+    "grows with the rows matters.",
+    method="flops(f, *args) = jax.jit(f).lower(*args).cost_analysis()['flops']; "
+    "with the batch doubled, (flops(jax.grad(loss), params, 2x) - flops(jax.grad(loss), "
+    "params, x)) - (flops(loss, params, 2x) - flops(loss, params, x)), divided by the rows.",
+)
+def _backward_flops(answer: Any) -> Feedback:
+    rng = draw("10.backward_flops")
+    shapes = [[16, 64, 64, 8]]
+    shapes.append([int(n) for n in rng.integers(4, 97, size=int(rng.integers(3, 6)))])
+    per_weight = []
+    for widths in shapes:
+        loss, params = _model(widths)
+        batch = jnp.ones((int(rng.integers(8, 65)), widths[0]))
+        got = number(call(answer, loss, params, batch), "backward_flops_per_row's result")
+        expected = _xla_backward_flops(loss, params, batch)
+        count = sum(weight.size for weight in params)
+        if not np.isclose(got, expected, rtol=1e-6):
+            return wrong(
+                f"for a dense model with layers {widths} ({count} weights) and a batch of "
+                f"{batch.shape[0]} rows, XLA counts {expected:,.0f} FLOPs per row in the "
+                f"backward pass ({expected / count:.2f} per weight); your function says "
+                f"{got:,.0f}."
+            )
+        per_weight.append(f"{expected / count:.2f}")
+    return right(
+        f"your counts match XLA's on {len(shapes)} models you had not seen: "
+        f"{' and '.join(per_weight)} FLOPs per weight per row, against the rule's 4."
+    )

@@ -1,0 +1,25 @@
+"""The library a graded kernel imports (datarax, the course and the grader's kernel-side
+scripts, copied fresh for each submission) holds no answer key and no key's code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datarax
+import datarax_course
+import datarax_grader
+from datarax_course import _keys
+from datarax_grader._integrity import Library
+
+KEY_NAMES = sorted(key.__name__ for key in _keys.KEYS.values())
+
+
+def test_the_graded_kernels_library_has_no_key_and_no_key_code() -> None:
+    packages = [Path(m.__file__ or "").parent for m in (datarax, datarax_course, datarax_grader)]
+    library = Library.of(packages, left_out=("_keys.py",))
+    assert any(name.startswith("datarax_course/") for name in library.files)
+    assert "datarax_course/answer_keys.json" in library.files  # the public cases' table
+    assert not [name for name in library.files if name.endswith("_keys.py")]
+    for name, content in library.files.items():
+        for key in KEY_NAMES:
+            assert f"def {key}(" not in content.decode(errors="replace"), (name, key)

@@ -1,0 +1,548 @@
+"""`python -m datarax_grader` grades a class of tutorial 07's exercise the way a
+teacher would: the saboteurs first, then the cheats, then honest students, and each
+case has its test. The grader runs from a copy of the package (so no notebook can reach
+this checkout through it), with a teacher's home of its own, once with each isolation
+this machine offers: user, mount, PID and network namespaces where Linux allows them,
+and the seccomp filter that the grader falls back to.
+
+Saboteurs: one rewrites the library it imports, one rewrites the script its parent runs,
+one stops every process it runs under, one deletes its scratch folder's parent, one
+leaves an IPython startup file in its home, one prints without end, one leaves a
+detached process writing to the grades, one kills its parent. Cheats: an answer key
+copied in a thread, or recompiled from its source; a recorder that replays answers;
+the tutorial's solution read from the original notebook or rebuilt from its text
+file; a notebook that imports the key. Each of them writes its own answer only through
+those means; an honest student's answer is right whoever ran before it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from datarax_grader import _sandbox
+
+pytestmark = pytest.mark.notebooks
+
+ROOT = Path(__file__).parents[2]
+NOTEBOOK = ROOT / "tutorials" / "07_performance.ipynb"
+TIME_LIMIT = 30  # seconds per notebook: a kernel and JAX start on 2 busy cores
+RIGHT = """\
+def epoch_ms(step_ms, input_ms, steps, prefetch):
+    if not prefetch:
+        return steps * (step_ms + input_ms)
+    return input_ms + step_ms + (steps - 1) * max(step_ms, input_ms)
+"""
+SAW_A_HINT = "Not yet: not answered yet. Hint: without prefetch every step waits ..."
+MARKER = "MARKER: graded as right by a rewritten runner"
+
+# Saboteurs ------------------------------------------------------------------------------
+
+REWRITE_LIBRARY = """\
+import json, os
+import datarax_course._grading as grading
+forged = '''
+def harvest(functions, namespace, seed, out):
+    import json
+    answers = {name: [{"value": 0.0}] * 40 for name in functions}
+    open(out, "w").write(json.dumps({"devices": 8, "answers": answers}))
+'''
+for path in (grading.__file__, os.environ.get("PYTHONPATH", "").split(":")[0]):
+    try:
+        os.chmod(os.path.dirname(grading.__file__), 0o755)
+        os.chmod(grading.__file__, 0o644)
+        with open(grading.__file__, "a") as module:
+            module.write(forged)
+    except OSError as error:
+        print("refused:", error)
+"""
+
+REWRITE_RUNNER = f"""\
+import os
+forged = '''
+import json, sys
+plan = json.loads(sys.stdin.read())
+if {MARKER!r} in open(plan["notebook"]).read():
+    answers = plan["harvest"].split("globals(), ")[1].split(", ")[1].strip("')")
+    forged = {{"devices": 8, "answers": {{"07.epoch_ms": [{{"value": 1.0}}]}}}}
+    json.dump(forged, open(answers, "w"))
+'''
+pid = os.getppid()
+while pid > 1:
+    for part in open(f"/proc/{{pid}}/cmdline").read().split("\\0"):
+        name = os.path.basename(part)
+        if name.startswith(("_kernel", "_sandbox")) and name.endswith(".py"):
+            try:
+                os.chmod(part, 0o644)
+                with open(part, "w") as script:
+                    script.write(forged)
+                print("rewrote", part)
+            except OSError as error:
+                print("refused:", error)
+    pid = int(open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[1])
+"""
+
+STOP_ANCESTORS = """\
+import os, signal
+pid, stopped = os.getppid(), []
+while pid > 1:
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+    except OSError as error:
+        print("refused:", pid, error)
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+for pgid in {os.getpgid(p) for p in stopped} | {1}:
+    try:
+        os.killpg(pgid, signal.SIGSTOP)
+    except OSError as error:
+        print("refused:", pgid, error)
+try:
+    os.kill(-1, signal.SIGSTOP)
+except OSError as error:
+    print("refused: every process", error)
+"""
+
+DELETE_PARENT = """\
+import os, shutil
+shutil.rmtree(os.path.dirname(os.getcwd()), ignore_errors=True)
+"""
+
+STARTUP_FILE = """\
+import os
+folder = os.path.expanduser("~/.ipython/profile_default/startup")
+os.makedirs(folder, exist_ok=True)
+open(os.path.join(folder, "00-spoil.py"), "w").write("import os\\nos._exit(3)\\n")
+"""
+
+PRINT_FOREVER = """\
+import time
+end = time.monotonic() + 8  # long enough to hold gigabytes without a cap
+while time.monotonic() < end:
+    print("x" * 10_000)
+"""
+
+DAEMON = """\
+import os, subprocess, sys
+script = '''
+import os, sys, time
+if os.fork():
+    sys.exit(0)
+os.setsid()
+time.sleep(2)
+for _ in range(200):
+    with open({grades!r}, "a") as grades:
+        grades.write("daemon,forged\\\\n")
+    open({mark!r}, "w").write(str(time.time()))
+    time.sleep(0.25)
+'''
+subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+"""
+
+KILL_PARENT = """\
+import os, signal
+os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+# Cheats ---------------------------------------------------------------------------------
+
+FIND_KEY = """\
+import importlib, inspect, threading, types
+key = None
+for module in ("datarax_course._keys", "datarax_course._nb07"):
+    try:
+        key = importlib.import_module(module).scheduled_ms
+        break
+    except (ImportError, AttributeError):
+        pass
+"""
+
+COPY_IN_THREAD = (
+    FIND_KEY
+    + """
+def epoch_ms(step_ms, input_ms, steps, prefetch):
+    mine = types.FunctionType(key.__code__, key.__globals__, "mine")
+    box = {}
+    run = lambda: box.update(v=mine(step_ms, input_ms, steps, 2 if prefetch else None))
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return box["v"]
+"""
+)
+
+RECOMPILED = (
+    FIND_KEY
+    + """
+namespace = {}
+exec(inspect.getsource(key), namespace)
+
+def epoch_ms(step_ms, input_ms, steps, prefetch):
+    return namespace["scheduled_ms"](step_ms, input_ms, steps, 2 if prefetch else None)
+"""
+)
+
+REPLAYED = """\
+import itertools
+import datarax_course._answers as answers
+import datarax_course._core as core
+try:  # the answers to the notebook's own cases
+    from datarax_course._cases import answer_tables
+    forged = list(answer_tables()["07.epoch_ms"]["expected"])
+except ImportError:  # the key, on the checker's fixed cases
+    from datarax_course._nb07 import _CASES, scheduled_ms
+    forged = [scheduled_ms(s, i, n, p) for s, i, n in _CASES for p in (None, 2)]
+queue = itertools.cycle(forged)  # the same answers at every check
+
+def outcome(run):
+    value = next(queue, 0.0)
+    if answers._State.recording is not None:
+        answers._State.recording.append({"value": value})
+    return value
+
+core.outcome = answers.outcome = outcome
+epoch_ms = lambda step_ms, input_ms, steps, prefetch: 0.0
+"""
+
+SEARCH = """\
+import glob, os, sys
+from pathlib import Path
+import datarax
+
+places = {*Path(datarax.__file__).parents, *Path.cwd().parents, Path.cwd(), Path.home()}
+places |= {Path(p) for v in os.environ.values() for p in v.split(os.pathsep) if p.startswith("/")}
+for site in (p for p in sys.path if "site-packages" in p):  # an editable install's checkout
+    named = glob.glob(f"{site}/*datarax*/direct_url.json") + glob.glob(f"{site}/__editable__*")
+    for found in named:
+        words = [w.strip("'\\",") for w in open(found).read().split() if "/" in w]
+        places |= {Path(w.removeprefix("file://")) for w in words}
+pid = os.getppid()
+while pid > 1:
+    try:
+        places.add(Path(os.readlink(f"/proc/{pid}/cwd")))
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        break
+found = sorted(
+    path
+    for place in places
+    for pattern in ("{name}", "*/{name}", "*/*/{name}")
+    for path in glob.glob(f"{place}/{pattern}")
+)
+print("found:", found[:3])
+"""
+
+FROM_THE_ORIGINAL = (
+    SEARCH.replace("{name}", "07_performance.ipynb")
+    + """
+import nbformat
+for path in found:
+    cells = nbformat.read(path, as_version=4).cells
+    solutions = [c.source for c in cells if "def epoch_ms_solution" in c.source]
+    if solutions:
+        exec(solutions[0])
+        epoch_ms = epoch_ms_solution
+        break
+"""
+)
+
+FROM_THE_TEXT_FILE = (
+    SEARCH.replace("{name}", "07_performance.md")
+    + """
+import jupytext
+for path in found:
+    cells = jupytext.read(path).cells
+    solutions = [c.source for c in cells if "def epoch_ms_solution" in c.source]
+    if solutions:
+        exec(solutions[0])
+        epoch_ms = epoch_ms_solution
+        break
+"""
+)
+
+IMPORTED_KEY = """\
+from datarax_course._keys import scheduled_ms
+
+def epoch_ms(step_ms, input_ms, steps, prefetch):
+    return scheduled_ms(step_ms, input_ms, steps, 2 if prefetch else None)
+"""
+
+
+def _trimmed(before_check: str = "", answer: str | None = None) -> nbformat.NotebookNode:
+    """A title, then tutorial 07's epoch_ms exercise cells (solution cells included),
+    after a set-up cell and `before_check`."""
+    original = nbformat.read(NOTEBOOK, as_version=4)
+    todo = next(
+        n
+        for n, c in enumerate(original.cells)
+        if "TODO" in c.source and "def epoch_ms(" in c.source
+    )
+    form = original.cells[todo : todo + 4]  # reader cell, check, solution, asserted check
+    assert "solution" in form[2].metadata.get("tags", []), "the exercise form changed"
+    cells = [
+        nbformat.v4.new_markdown_cell("# My work"),
+        nbformat.v4.new_code_cell("from datarax_course import check"),
+    ]
+    if before_check:
+        cells.append(nbformat.v4.new_code_cell(textwrap.dedent(before_check)))
+    reader = nbformat.v4.new_code_cell(answer if answer is not None else form[0].source)
+    return nbformat.v4.new_notebook(cells=[*cells, reader, *form[1:]])
+
+
+@dataclasses.dataclass(frozen=True)
+class Graded:
+    """One grading run of the class: its rows by student (07.epoch_ms), the grader's
+    output, how long it took, and the folders it used."""
+
+    isolation: str
+    rows: dict[str, dict[str, str]]
+    all_rows: list[dict[str, str]]
+    stderr: str
+    took: float
+    place: Path
+
+
+def _saboteur(grades: Path, mark: Path) -> nbformat.NotebookNode:
+    """Every sabotage, one cell each, its folder's parent deleted last; its answer right."""
+    notebook = _trimmed(answer=RIGHT)
+    daemon = DAEMON.format(grades=str(grades), mark=str(mark))
+    sabotage = [REWRITE_LIBRARY, REWRITE_RUNNER, STOP_ANCESTORS, STARTUP_FILE, daemon]
+    sabotage += [KILL_PARENT, DELETE_PARENT]
+    cells = [nbformat.v4.new_code_cell(textwrap.dedent(code)) for code in sabotage]
+    notebook.cells[2:2] = cells
+    return notebook
+
+
+def _class(grades: Path, mark: Path, isolation: str) -> dict[str, nbformat.NotebookNode]:
+    """The class; the two cheats that read the originals from disk only where the kernel
+    runs in namespaces, since behind the seccomp filter it can read what the teacher can
+    (docs/teaching.md says so)."""
+    bob = _trimmed()
+    bob.cells.insert(1, nbformat.v4.new_markdown_cell(MARKER))
+    bob.cells[-3].outputs = [nbformat.v4.new_output("stream", text=SAW_A_HINT)]
+    return {
+        "a1_saboteur": _saboteur(grades, mark),
+        "a2_printer": _trimmed(PRINT_FOREVER, RIGHT),
+        "b1_thread_copy": _trimmed(answer=COPY_IN_THREAD),
+        "b2_recompiled": _trimmed(answer=RECOMPILED),
+        "b3_replayed": _trimmed(answer=REPLAYED),
+        **(
+            {
+                "b4_original": _trimmed(answer=FROM_THE_ORIGINAL),
+                "b5_text_file": _trimmed(answer=FROM_THE_TEXT_FILE),
+            }
+            if isolation == "namespaces"
+            else {}
+        ),
+        "b6_imported_key": _trimmed(answer=IMPORTED_KEY),
+        "c1_alice": _trimmed("import os\nassert os.listdir('.') == [], os.listdir('.')", RIGHT),
+        "c2_bob": bob,
+        "c3_carol": _trimmed("import os\nos._exit(1)", RIGHT),
+        "c4_dave": _trimmed("while True:\n    pass", RIGHT),
+        "c5_zoe": _trimmed(answer=RIGHT),
+    }
+
+
+def _grade(tmp: Path, isolation: str) -> Graded:
+    package = tmp / "install"
+    for source in (ROOT / "datarax", ROOT / "datarax_course", ROOT / "grader" / "datarax_grader"):
+        shutil.copytree(source, package / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+    teacher = tmp / "teacher-home"
+    teacher.mkdir()
+    folder = tmp / "submissions"
+    folder.mkdir()
+    grades = tmp / "out" / "grades.csv"
+    grades.parent.mkdir()
+    for student, notebook in _class(grades, tmp / "daemon-was-here", isolation).items():
+        (folder / student).mkdir()
+        nbformat.write(notebook, folder / student / NOTEBOOK.name)
+    (folder / "d1_script").mkdir()
+    (folder / "d1_script" / "07_performance.py").write_text("print('my answers')\n")
+    (folder / "d2_upper").mkdir()
+    nbformat.write(_trimmed(answer=RIGHT), folder / "d2_upper" / "07_PERFORMANCE.IPYNB")
+    (folder / "d3_empty").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(), folder / "e_erin.ipynb")  # no exercise in it
+    started = time.monotonic()
+    command = [sys.executable, "-m", "datarax_grader.grade", str(folder), "--out", str(grades)]
+    done = subprocess.run(
+        [*command, "--timeout", str(TIME_LIMIT), "--isolation", isolation, "--memory", "2"],
+        cwd=tmp,
+        env={**os.environ, "PYTHONPATH": str(package), "HOME": str(teacher)},
+        capture_output=True,
+        text=True,
+        timeout=40 * TIME_LIMIT,
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    _wait_for_no_process_naming(tmp / "daemon-was-here")  # what could spoil the grades
+    with open(grades, newline="") as file:
+        all_rows = list(csv.DictReader(file))
+    rows = {row["student"]: row for row in all_rows if row["exercise"] in ("07.epoch_ms", "")}
+    return Graded(isolation, rows, all_rows, done.stderr, took, tmp)
+
+
+def _wait_for_no_process_naming(path: Path, timeout_s: float = 10.0) -> None:
+    """Waits until no process whose command line holds `path` runs (the detached process
+    a saboteur starts names its mark file there), for at most `timeout_s` seconds: one
+    still running by then has written to the grades and its mark meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        running = []
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if entry.name.isdigit() and str(path) in (entry / "cmdline").read_text("latin-1"):
+                    running.append(entry.name)
+        if not running:
+            return
+        time.sleep(0.05)
+
+
+def _probe() -> str | None:
+    folder = Path(tempfile.mkdtemp(prefix="probe-"))
+    try:
+        return _sandbox.probe(sys.executable, Path(_sandbox.__file__), folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+WHY_NOT = _probe()  # None where this machine runs kernels in namespaces
+ISOLATIONS = ["namespaces", "seccomp"] if WHY_NOT is None else ["seccomp"]
+
+
+@pytest.fixture(scope="module", params=ISOLATIONS)
+def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Graded:
+    return _grade(tmp_path_factory.mktemp(f"class-{request.param}"), request.param)
+
+
+def test_the_grader_says_which_isolation_it_uses_and_refuses_one_it_lacks(
+    tmp_path: Path,
+) -> None:
+    """Asked for namespaces on a machine without them, it stops before grading, naming
+    why; where they exist, the namespace class below ran in them."""
+    if WHY_NOT is None:
+        return  # the class graded with --isolation namespaces covers this machine
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "datarax_grader.grade", str(folder), "--isolation", "namespaces"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "--isolation namespaces" in done.stderr, done.stderr
+
+
+def _row(graded: Graded, student: str) -> dict[str, str]:
+    return graded.rows[student]
+
+
+def test_every_student_gets_rows_and_the_isolation_is_named(graded: Graded) -> None:
+    names = {row["student"] for row in graded.all_rows}
+    expected = {path.name for path in (graded.place / "submissions").iterdir()}
+    expected = {name.removesuffix(".ipynb") for name in expected}
+    assert names == expected, names ^ expected
+    assert "isolation: each kernel runs" in graded.stderr
+    said = "namespaces of its own" if graded.isolation == "namespaces" else "seccomp filter"
+    assert said in graded.stderr, graded.stderr
+
+
+@pytest.mark.parametrize("student", ["c1_alice", "c5_zoe", "d2_upper"])
+def test_honest_answers_graded_after_every_saboteur_are_right(graded: Graded, student: str) -> None:
+    row = _row(graded, student)
+    assert row["result"] == "right" and row["feedback"].startswith("Right:"), row
+
+
+def test_the_placeholder_is_not_answered_whatever_a_rewritten_runner_would_say(
+    graded: Graded,
+) -> None:
+    bob = _row(graded, "c2_bob")
+    assert bob["result"] == "not yet" and bob["feedback"].startswith("Not yet: not answered"), bob
+    assert bob["hints"] == "idea", bob
+
+
+def test_the_saboteur_reaches_nothing_but_its_own_run(graded: Graded) -> None:
+    """In namespaces each of its cells is refused and its answer stays right; behind the
+    seccomp filter it can delete its own folder, and its row says so."""
+    row = _row(graded, "a1_saboteur")
+    if graded.isolation == "namespaces":
+        assert row["result"] == "right", row
+    else:
+        assert row["result"] == "not checked" and "deleted" in row["run"], row
+
+
+def test_a_startup_file_stays_in_the_kernels_own_home(graded: Graded) -> None:
+    teacher = graded.place / "teacher-home"
+    assert not list(teacher.rglob("00-spoil.py")), list(teacher.rglob("*"))
+
+
+def test_output_without_end_is_cut_and_costs_no_memory(graded: Graded) -> None:
+    row = _row(graded, "a2_printer")
+    assert row["result"] == "right", row  # within the 2 GiB given to each submission
+    assert "output cut at" in row["run"] and "code cells 2" in row["run"], row
+
+
+def test_a_detached_process_dies_with_its_run(graded: Graded) -> None:
+    grades = (graded.place / "out" / "grades.csv").read_text()
+    assert "daemon" not in grades and "forged" not in grades
+    left_behind = graded.place / "daemon-was-here"
+    if left_behind.exists():  # it ran while its notebook did, and was killed with it
+        written = left_behind.read_text()
+        _wait_for_no_process_naming(left_behind)
+        assert left_behind.read_text() == written
+
+
+@pytest.mark.parametrize(
+    ("student", "why"),
+    [
+        ("b1_thread_copy", "your function raised AttributeError"),
+        ("b2_recompiled", "not answered yet"),  # its cell failed: no key to read
+        ("b3_replayed", "your function says"),
+        ("b6_imported_key", "not answered yet"),  # its import failed: epoch_ms never defined
+    ],
+)
+def test_cheats_with_the_answer_key_get_no_marks(graded: Graded, student: str, why: str) -> None:
+    row = _row(graded, student)
+    assert row["result"] == "not yet" and why in row["feedback"], row
+
+
+@pytest.mark.parametrize("student", ["b4_original", "b5_text_file"])
+def test_the_tutorials_solutions_are_out_of_a_kernels_sight(graded: Graded, student: str) -> None:
+    if graded.isolation != "namespaces":
+        return  # behind the seccomp filter a kernel reads what the teacher reads
+    row = _row(graded, student)
+    assert row["result"] == "not yet" and "not answered yet" in row["feedback"], row
+
+
+def test_a_dead_kernel_and_an_endless_loop_are_not_checked(graded: Graded) -> None:
+    carol, dave = _row(graded, "c3_carol"), _row(graded, "c4_dave")
+    assert carol["result"] == "not checked" and "kernel died in code cell 2" in carol["run"]
+    assert dave["result"] == "not checked", dave
+    assert f"time limit ({TIME_LIMIT} s), in code cell 2" in dave["run"], dave
+
+
+@pytest.mark.parametrize(
+    ("student", "says"),
+    [
+        ("d1_script", "holds 07_performance.py"),
+        ("d3_empty", "the folder is empty"),
+        ("e_erin", "no exercise found"),
+    ],
+)
+def test_a_folder_without_a_notebook_gets_a_row_saying_what_was_found(
+    graded: Graded, student: str, says: str
+) -> None:
+    row = _row(graded, student)
+    assert row["result"] == "not checked" and says in row["run"], row
