@@ -1,22 +1,24 @@
-"""Every private CPython or numpy attribute, and every read of ``/proc``, in one place.
+"""Every private CPython or numpy attribute, every read of ``/proc`` and every call into
+the C library, in one place.
 
 As `datarax._compat` does for JAX: each is guarded, falls back to a public answer or
 to "unknown" when the private name is gone, and says on which versions it was checked
 (CPython 3.11.7, 3.12.1 and 3.13.0; numpy 2.0 to 2.4). Nothing else in the library
-reads a private attribute of the standard library or numpy, or parses ``/proc``.
+reads a private attribute of the standard library or numpy, or parses ``/proc``; glibc's
+``mallopt``, which only glibc has, is called here too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import dataclasses
 import inspect
 import multiprocessing
-import threading
+import platform
 import types
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing.process import BaseProcess
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,35 +33,6 @@ def importing_main() -> bool:
     shows as "a worker died" instead of its own error).
     """
     return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
-
-
-def pool_processes(pool: ProcessPoolExecutor | None) -> list[BaseProcess]:
-    """The worker processes of `pool` (``ProcessPoolExecutor._processes``); [] when unknown.
-
-    Read before ``shutdown``, which drops them. Fallback: [] (a closing pool's workers
-    are then left to the pool's own shutdown, without the grace and kill).
-    """
-    processes = getattr(pool, "_processes", None)
-    return list(processes.values()) if isinstance(processes, dict) else []
-
-
-def wait_for_pool_manager(pool: ProcessPoolExecutor | None, wait_s: float) -> None:
-    """Waits up to `wait_s` for the thread of a broken `pool` that collects its workers'
-    exit codes (``ProcessPoolExecutor._executor_manager_thread``). Fallback: no wait."""
-    manager = getattr(pool, "_executor_manager_thread", None)
-    if isinstance(manager, threading.Thread) and manager.is_alive():
-        manager.join(wait_s)
-
-
-def exit_code(process: BaseProcess) -> int | None:
-    """The exit code `process` ended with, read without polling it again (None: running
-    or unknown).
-
-    ``BaseProcess._popen.returncode``: a forkserver child's code is sent once, so a
-    second ``poll`` (what ``process.exitcode`` does) can read 255 instead. Fallback: None.
-    """
-    code = getattr(getattr(process, "_popen", None), "returncode", None)
-    return code if isinstance(code, int) else None
 
 
 def running_inside(code: types.CodeType | None) -> bool:
@@ -126,15 +99,6 @@ def proc_environ(pid: int) -> list[bytes] | None:
         return None
 
 
-def proc_resident_pages(pid: int) -> int | None:
-    """How many pages of memory `pid` holds in RAM, from ``/proc/<pid>/statm`` (Linux);
-    None when the process is gone or there is no ``/proc``."""
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def proc_local_port_range() -> tuple[int, int] | None:
     """The first and last port Linux hands out for outgoing connections, from
     ``/proc/sys/net/ipv4/ip_local_port_range``; None where that is not known."""
@@ -153,6 +117,20 @@ def proc_pids() -> Iterator[int]:
                 yield int(entry.name)
 
 
-def has_proc() -> bool:
-    """Whether this system shows its processes under ``/proc`` (Linux)."""
-    return Path("/proc/self/stat").exists()
+def glibc_mallopt(settings: Iterable[tuple[int, int]]) -> bool:
+    """Gives glibc's allocator each ``(option, value)`` of `settings` (``mallopt``, from
+    ``<malloc.h>``); whether it took them all. False where the C library is not glibc
+    (macOS, musl) or has no ``mallopt``.
+
+    Example:
+        >>> import platform
+        >>> glibc_mallopt([]) == (platform.libc_ver()[0] == "glibc")
+        True
+    """
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return all(mallopt(option, ctypes.c_int(value)) == 1 for option, value in settings)

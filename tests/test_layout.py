@@ -286,3 +286,30 @@ def test_only_the_fence_reads_proc() -> None:
             if isinstance(value, str) and value.startswith("/proc"):
                 readers.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not readers, readers
+
+
+FENCES = ("_syscompat.py", "_compat.py")
+
+
+def _used_names(path: Path) -> set[str]:
+    """Every name `path` reads, imports by name or reads as an attribute."""
+    used: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            used.update(alias.name for alias in node.names)
+    return used
+
+
+@pytest.mark.parametrize("fence", FENCES)
+def test_every_function_of_a_fence_has_a_caller(fence: str) -> None:
+    """A fence holds what the library needs of private APIs and nothing more: each of its
+    functions is called from the library (a private helper, from the fence itself)."""
+    tree = ast.parse((PACKAGE / fence).read_text())
+    functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+    used = set().union(*(_used_names(path) for path in PACKAGE.rglob("*.py") if path.name != fence))
+    used |= _used_names(PACKAGE / fence) & {name for name in functions if name.startswith("_")}
+    assert [name for name in functions if name not in used] == []

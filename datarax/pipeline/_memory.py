@@ -14,10 +14,7 @@ practice its resident memory stays at the peak its stage needs.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import platform
-
+from datarax._syscompat import glibc_mallopt
 from datarax._validate import check_int
 
 DEFAULT_KEEP_BYTES = 2**30  # 1 GiB
@@ -46,15 +43,10 @@ def keep_freed_memory(max_bytes: int = DEFAULT_KEEP_BYTES) -> bool:
         True
     """
     max_bytes = check_int("max_bytes", max_bytes, meaning="bytes of freed memory to keep")
-    if platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    settings = (
-        (_M_MMAP_THRESHOLD, min(max_bytes, _MAX_INT)),
-        (_M_TRIM_THRESHOLD, min(max_bytes, _MAX_INT)),
-        (_M_TOP_PAD, min(_TOP_PAD, max_bytes)),
+    return glibc_mallopt(
+        [
+            (_M_MMAP_THRESHOLD, min(max_bytes, _MAX_INT)),
+            (_M_TRIM_THRESHOLD, min(max_bytes, _MAX_INT)),
+            (_M_TOP_PAD, min(_TOP_PAD, max_bytes)),
+        ]
     )
-    return all(mallopt(option, ctypes.c_int(value)) == 1 for option, value in settings)

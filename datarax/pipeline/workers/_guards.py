@@ -8,9 +8,9 @@ again in every worker. If that code iterates a pipeline with workers, every work
 would start workers of its own, and they theirs. `leave_if_importing_main` (called when
 such a pipeline is iterated) ends a process that is still importing its parent's
 script, before it starts any worker, with the exit code `NO_MAIN_GUARD_EXIT` and a
-message on its stderr. The pipeline's process sees its pool broken, reads that code
-among its workers' (`worker_exit_codes`) and raises the error that names the fix
-(`raise_if_no_main_guard`) instead of "a worker died".
+message on its stderr. The pipeline's process sees a worker's pipe close, reads its
+workers' exit codes from their processes, finds that code among them and raises the
+error that names the fix (`raise_if_no_main_guard`) instead of "a worker died".
 
 How a process knows it is importing its parent's script: while a ``spawn`` or
 ``forkserver`` child prepares (imports the parent's ``__main__``, unpickles what it is to
@@ -39,19 +39,12 @@ import multiprocessing.forkserver
 import os
 import sys
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import jax
 
 from datarax._compat import backends_started
-from datarax._syscompat import (
-    exit_code,
-    importing_main,
-    pool_processes,
-    running_inside,
-    wait_for_pool_manager,
-)
+from datarax._syscompat import importing_main, running_inside
 from datarax.errors import NoMainGuardError, WorkerArrayError, WorkerDeviceError
 
 # The exit code of a process that left because it was importing its parent's script.
@@ -95,18 +88,6 @@ def leave_if_importing_main(workers: int | str) -> None:
             pass
     # Not sys.exit: the forkserver's child turns a SystemExit into exit code 1.
     os._exit(NO_MAIN_GUARD_EXIT)
-
-
-def worker_exit_codes(pool: ProcessPoolExecutor | None, wait_s: float = 2.0) -> list[int | None]:
-    """The exit codes of a broken `pool`'s workers, read before the pool is shut down
-    (None: not known, or still running).
-
-    Waits up to `wait_s` for the pool's own thread, which ends the other workers and
-    collects every code: a code read while that thread reads it could come out wrong
-    (a forkserver child's code is sent once, and the second reader gets 255).
-    """
-    wait_for_pool_manager(pool, wait_s)
-    return [exit_code(process) for process in pool_processes(pool)]
 
 
 def raise_if_no_main_guard(exit_codes: Iterable[int | None], error: BaseException) -> None:
