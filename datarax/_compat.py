@@ -58,6 +58,21 @@ def _backends_are_initialized() -> Any:
     return getattr(xla_bridge, "backends_are_initialized", None)
 
 
+def single_device_sharding(device: Any, *, memory_kind: str | None = None) -> Any:
+    """The sharding that places a whole array on `device`.
+
+    jax 0.12 deprecates the ``SingleDeviceSharding`` class (even naming it warns) for
+    ``jax.sharding.make_single_device_sharding``, which jax 0.10.2 has and jax 0.7.2 does
+    not. Retire when the oldest jax supported has the function.
+
+    >>> import jax
+    >>> single_device_sharding(jax.devices()[0]).device_set == {jax.devices()[0]}
+    True
+    """
+    make = getattr(jax.sharding, "make_single_device_sharding", None)
+    if make is None:  # an older jax, where naming the class does not warn
+        make = jax.sharding.SingleDeviceSharding
+    return make(device, memory_kind=memory_kind)
 
 
 def on_auto_mesh(leaf: Any) -> Any:

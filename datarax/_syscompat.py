@@ -99,6 +99,15 @@ def proc_environ(pid: int) -> list[bytes] | None:
         return None
 
 
+def proc_resident_pages(pid: int) -> int | None:
+    """How many pages of memory `pid` holds in RAM, from ``/proc/<pid>/statm`` (Linux);
+    None when the process is gone or there is no ``/proc``."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def proc_local_port_range() -> tuple[int, int] | None:
     """The first and last port Linux hands out for outgoing connections, from
     ``/proc/sys/net/ipv4/ip_local_port_range``; None where that is not known."""

@@ -18,10 +18,10 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from _support.jax_compat import single_device_sharding
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._compat import single_device_sharding
 from datarax.sharding import (
     ArraySharder,
     JaxProcessSharder,

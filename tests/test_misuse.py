@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from _support.jax_compat import single_device_sharding
 from _support.snapshots import snapshot
 from flax import nnx
 from jax.sharding import NamedSharding
@@ -26,6 +25,7 @@ from jax.sharding import PartitionSpec as P
 
 import datarax
 from datarax import viz
+from datarax._compat import single_device_sharding
 from datarax.distributed import setup_devices
 from datarax.errors import HostMismatchError
 from datarax.pipeline import Pipeline, prefetch_to_device

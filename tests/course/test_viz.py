@@ -8,13 +8,13 @@ import textwrap
 import jax
 import numpy as np
 import pytest
-from _support.jax_compat import single_device_sharding
 from _support.processes import run_own_devices
 from jax.sharding import Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 from matplotlib.colors import to_hex, to_rgb
 
 from datarax import viz
+from datarax._compat import single_device_sharding
 from datarax_course import figures
 
 PERMUTED = [3, 1, 0, 2, 7, 5, 4, 6]

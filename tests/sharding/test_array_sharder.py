@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _support.jax_compat import single_device_sharding
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._compat import single_device_sharding
 from datarax.sharding import ArraySharder
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from _support.jax_compat import single_device_sharding
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import datarax
+from datarax._compat import single_device_sharding
 from datarax.sharding import ArraySharder, _flat_transfer
 
 

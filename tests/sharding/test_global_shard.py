@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _support.jax_compat import single_device_sharding
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import datarax
+from datarax._compat import single_device_sharding
 from datarax.errors import HostMismatchError, LeafShapeError, LeafTypeError
 from datarax.sharding import ArraySharder, JaxProcessSharder
 from datarax.sharding import _global_arrays as global_arrays

@@ -11,13 +11,13 @@ import textwrap
 import jax
 import numpy as np
 import pytest
-from _support.jax_compat import single_device_sharding
 from _support.processes import run_own_devices
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._compat import single_device_sharding
 from datarax.errors import MeshError
 from datarax.sharding import (
     JaxProcessSharder,

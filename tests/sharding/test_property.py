@@ -19,13 +19,13 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
-from _support.jax_compat import single_device_sharding
 from _support.snapshots import snapshot
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jax.sharding import AxisType, Mesh, NamedSharding, Sharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._compat import single_device_sharding
 from datarax.sharding import ArraySharder
 
 ACCEPTED = [
