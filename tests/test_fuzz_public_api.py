@@ -31,7 +31,7 @@ from jax.sharding import PartitionSpec as P
 
 import datarax
 import datarax_course
-from datarax import distributed, exercises, viz
+from datarax import distributed, viz
 from datarax.sharding import (
     RowLedger,
     global_to_local_shape,
@@ -215,11 +215,11 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     "choose_devices(accelerator_platform)": lambda v: distributed.choose_devices(v, 1, 8),
     "choose_devices(accelerator_count)": lambda v: distributed.choose_devices("tpu", v, 8),
     "choose_devices(needed)": lambda v: distributed.choose_devices("tpu", 1, v),
-    "check(name)": lambda v: exercises.check(v, lambda n: 2 * n, quiet=True),
-    "check(answer)": lambda v: exercises.check("00.example", v, quiet=True),
-    "check(answer's result)": lambda v: exercises.check("00.example", lambda n: v, quiet=True),
-    "check(quiet)": lambda v: exercises.check("00.example", lambda n: 2 * n, quiet=v),
-    "check(hint)": lambda v: exercises.check("00.example", lambda n: n, quiet=True, hint=v),
+    "check(name)": lambda v: datarax_course.check(v, lambda n: 2 * n, quiet=True),
+    "check(answer)": lambda v: datarax_course.check("00.example", v, quiet=True),
+    "check(answer's result)": lambda v: datarax_course.check("00.example", lambda n: v, quiet=True),
+    "check(quiet)": lambda v: datarax_course.check("00.example", lambda n: 2 * n, quiet=v),
+    "check(hint)": lambda v: datarax_course.check("00.example", lambda n: n, quiet=True, hint=v),
 }
 
 _scalars = st.one_of(
@@ -358,7 +358,7 @@ def test_checkers_bound_time_and_memory_for_an_endless_answer(answer: str) -> No
         tracemalloc.start()
         try:
             with time_limit(HANG_LIMIT_S):
-                feedback = exercises.check(name, lambda *args, **kwargs: value, quiet=True)
+                feedback = datarax_course.check(name, lambda *args, **kwargs: value, quiet=True)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
