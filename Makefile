@@ -17,7 +17,7 @@ NBMAKE := --nbmake --nbmake-timeout=120 -n $(NB_WORKERS)
 # file's module-scoped cluster starts once): 210 s instead of about 600 s one after another.
 UNIT_WORKERS ?= 2
 UNIT := -n $(UNIT_WORKERS) --dist loadfile
-# Markers (pyproject.toml): the stress tests run once per CI run, in make test; every later
+# Markers (pyproject.toml): the stress tests run once per CI run, in make stress; every other
 # stage that runs the tests again leaves them out. make quick leaves out all three kinds.
 NOT_STRESS := -m "not stress"
 # make quick also skips loading nbmake (4 s a process) and lets Python cache the compiled
@@ -48,7 +48,7 @@ export NEWEST_VERSIONS := import sys, jax, jaxlib, flax; \
 PYTHON3 ?= python3
 DEVICE_CHECK_OUT ?= docs/benchmarks
 
-.PHONY: venv test quick unit tutorials lint lab colab-unit clean bench docs colab newest \
+.PHONY: venv test stress quick unit tutorials lint lab colab-unit clean bench docs colab newest \
 	device-check binder-check browser-check student-notebooks package-check grade
 
 # The library and course (this distribution), and the grader, a distribution of its own.
@@ -64,11 +64,16 @@ venv: $(STAMP)
 LIBRARY_TESTS := tests datarax datarax_course
 GRADER_TESTS := grader/tests grader/datarax_grader
 
-## make test: lint, type check, unit and multi-process tests, doctests, every notebook, and
-## the grader's tests.
+## make test: lint, type check, unit and multi-process tests, doctests and every notebook;
+## the heaviest runs (stress) and the grader's tests are make stress, which CI runs once.
 test: lint
-	$(PY) -m pytest $(LIBRARY_TESTS) $(UNIT)
+	$(PY) -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS)
 	$(PY) -m pytest tutorials $(NBMAKE)
+
+## make stress: the stress tests (a scenario repeated under CPU load, the benchmarks' tiny
+## runs, pods of 4,096 simulated devices) and the grader's tests, with a class of saboteurs.
+stress: $(STAMP)
+	$(PY) -m pytest $(LIBRARY_TESTS) $(UNIT) -m stress
 	$(PY) -m pytest $(GRADER_TESTS) $(UNIT)
 
 ## make quick: the fast tests while you work: no local clusters (multihost), no runs under

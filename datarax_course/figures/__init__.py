@@ -12,6 +12,8 @@ They need the `viz` extra (matplotlib, rich); the playground needs the `playgrou
 extra (ipywidgets) too; the `tutorials` extra installs both.
 """
 
+import datarax.viz  # noqa: F401  # first: without the viz extra, an ImportError naming it
+
 from ._lesson_bars import EstimatesPlot as EstimatesPlot
 from ._lesson_bars import MaskPlot as MaskPlot
 from ._lesson_bars import plot_estimates as plot_estimates
