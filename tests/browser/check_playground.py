@@ -36,7 +36,7 @@ from check_lab import CHROMIUM, CHROMIUM_ARGS, REPO, CheckFailed
 
 NOTEBOOK = "playground.ipynb"
 CELLS = [
-    'import jax\njax.config.update("jax_num_cpu_devices", 8)\nfrom datarax import viz',
+    'import jax\njax.config.update("jax_num_cpu_devices", 8)\nfrom datarax_course import figures',
     "pg = figures.playground()\npg",
     # Changes made faster than a redraw, inside the kernel's event loop: merged.
     "before = pg.updates\n"
