@@ -223,10 +223,20 @@ class Mixture:
         return len(self._doc)
 
     def _index(self, index: Any) -> int:
-        number = operator.index(index)
-        if not -len(self) <= number < len(self):
-            raise IndexError(f"document {number} is out of range for a mixture of {len(self)}.")
-        return number % len(self)
+        return int(self._picked([operator.index(index)])[0])
+
+    def _picked(self, indices: Iterable[int] | np.ndarray) -> np.ndarray:
+        """`indices` as positions in [0, len) (negatives count from the end), checked at once."""
+        asked = np.asarray(indices if isinstance(indices, np.ndarray) else list(indices)).ravel()
+        if asked.size and asked.dtype.kind not in "iu":
+            raise TypeError(f"document indices must be ints, got dtype {asked.dtype}.")
+        asked = asked.astype(np.int64)
+        wrong = np.flatnonzero((asked < -len(self)) | (asked >= len(self)))
+        if wrong.size:
+            raise IndexError(
+                f"document {asked[wrong[0]]} is out of range for a mixture of {len(self)}."
+            )
+        return asked % len(self)
 
     def source_of(self, index: int) -> str:
         """The name of the source document `index` comes from."""
@@ -242,11 +252,9 @@ class Mixture:
             >>> sorted(mixture.documents_of(range(len(mixture)))["a"].tolist())
             [0, 1, 2, 3]
         """
-        picked = np.asarray([self._index(i) for i in np.asarray(indices).ravel()], np.int64)
-        return {
-            name: np.unique(self._doc[picked][self._source[picked] == s])
-            for s, name in enumerate(self._names)
-        }
+        picked = self._picked(indices)
+        docs, sources = self._doc[picked], self._source[picked]
+        return {name: np.unique(docs[sources == s]) for s, name in enumerate(self._names)}
 
     def __getitem__(self, index: int) -> np.ndarray:
         number = self._index(index)
@@ -254,10 +262,11 @@ class Mixture:
 
     def read(self, indices: Iterable[int] | np.ndarray) -> list[np.ndarray]:
         """Documents `indices`, in that order, each source read once for its share."""
-        picked = np.asarray([self._index(i) for i in np.asarray(indices).ravel()], np.int64)
+        picked = self._picked(indices)
+        sources = self._source[picked]
         out: list[Any] = [None] * len(picked)
         for s, source in enumerate(self._sources):
-            where = np.flatnonzero(self._source[picked] == s)
+            where = np.flatnonzero(sources == s)
             if len(where):
                 for k, tokens in zip(
                     where, read_documents(source, self._doc[picked[where]]), strict=True
