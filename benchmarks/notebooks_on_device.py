@@ -6,8 +6,10 @@ no network, not even sockets on the loopback. Each notebook's code cells run in 
 an IPython shell (what a Jupyter kernel runs, without the kernel's sockets) in a process
 of its own, one notebook after another (one program at a time may hold a TPU), in a
 scratch copy of tutorials/. A cell appended to each notebook reports the accelerator's
-peak memory in use, so "what used the chip" is read off the chip, not assumed. Needs only
-IPython beside the library's own dependencies::
+peak memory in use, so "what used the chip" is read off the chip, not assumed. A notebook
+whose code calls ``launch_local`` starts a local cluster, which needs sockets on the
+loopback: where this machine cannot open one, it is recorded as not run, with that reason.
+Needs only IPython beside the library's own dependencies::
 
     PYTHONPATH=. python3 -m benchmarks.notebooks_on_device [--out docs/benchmarks] [NOTEBOOK ...]
 
@@ -22,6 +24,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,11 +57,9 @@ def _child(path: Path) -> None:
     matplotlib.use("Agg")
     from IPython.core.interactiveshell import InteractiveShell
 
-    cells = [c["source"] for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     shell = InteractiveShell.instance()
-    result: dict[str, Any] = {"error": None, "failed_code_cell": None, "setup_message": ""}
-    for number, source in enumerate([*cells, _REPORT], start=1):
-        source = "".join(source) if isinstance(source, list) else source
+    result = dict(_NO_RESULT)
+    for number, source in enumerate([*code_cells(path), _REPORT], start=1):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             done = shell.run_cell(source, store_history=True)
@@ -71,6 +72,31 @@ def _child(path: Path) -> None:
             break
     result["chip"] = shell.user_ns.get("_chip_use")
     print(_MARK + json.dumps(result), flush=True)
+
+
+_NO_RESULT: dict[str, Any] = {"error": None, "failed_code_cell": None, "setup_message": ""}
+
+
+def loopback_sockets() -> bool:
+    """Whether this machine can listen on a TCP socket on 127.0.0.1 (a TPU VM may not)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            probe.listen()
+    except OSError:
+        return False
+    return True
+
+
+def code_cells(path: Path) -> list[str]:
+    """The source of each code cell of the notebook at `path`."""
+    cells = json.loads(path.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+
+def needs_sockets(path: Path) -> bool:
+    """Whether the notebook starts a local cluster (its code calls ``launch_local``)."""
+    return any("launch_local(" in source for source in code_cells(path))
 
 
 def run_one(path: Path, timeout_s: int) -> dict[str, Any]:
@@ -91,12 +117,24 @@ def run_one(path: Path, timeout_s: int) -> dict[str, Any]:
             output, tail = str(expired.stdout or ""), f"timed out after {timeout_s} s"
         seconds = time.perf_counter() - start
     line = next((row for row in output.splitlines() if row.startswith(_MARK)), None)
-    result = json.loads(line[len(_MARK) :]) if line else {"error": tail, "chip": None}
+    result = json.loads(line[len(_MARK) :]) if line else {"error": tail or "no result"}
+    result = {**_NO_RESULT, "chip": None, **result}
     return {
         "notebook": path.name,
-        "passed": result.get("error") is None,
+        "passed": result["error"] is None,
         "seconds": round(seconds, 1),
-        **result,
+    } | result
+
+
+def not_run(path: Path, why: str) -> dict[str, Any]:
+    """The row of a notebook that was not run, saying why."""
+    return {
+        "notebook": path.name,
+        "passed": None,
+        "seconds": 0.0,
+        **_NO_RESULT,
+        "chip": None,
+        "not_run": why,
     }
 
 
@@ -108,9 +146,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         chip = row["chip"] or {}
         peak = ", ".join(str(mb) for mb in chip.get("peak_mb", [])) or "-"
-        failure = f"no: code cell {row['failed_code_cell']}: {row['error']}"
-        passed = "yes" if row["passed"] else failure
-        message = row["setup_message"].split(". ")[0].replace("\n", " ").replace("|", "/")
+        if row.get("not_run"):
+            passed = f"not run: {row['not_run']}"
+        elif row["passed"]:
+            passed = "yes"
+        else:
+            passed = f"no: code cell {row.get('failed_code_cell') or '-'}: {row.get('error')}"
+        message = (
+            (row.get("setup_message") or "").split(". ")[0].replace("\n", " ").replace("|", "/")
+        )
         lines.append(f"| {row['notebook']} | {passed} | {row['seconds']} | {peak} | {message} |")
     return "\n".join(lines) + "\n"
 
@@ -126,10 +170,18 @@ def main() -> None:
         _child(args.child)
         return
     paths = args.notebooks or sorted((REPO / "tutorials").glob("[0-9][0-9]_*.ipynb"))
+    missing = [str(path) for path in paths if not path.is_file()]
+    if missing:
+        parser.error(f"no notebook at {', '.join(missing)}: give paths to .ipynb files")
+    sockets = loopback_sockets()
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for path in paths:
-        rows.append(run_one(path, args.timeout))
+        if not sockets and needs_sockets(path):
+            why = "starts a local cluster (launch_local), and this machine has no loopback sockets"
+            rows.append(not_run(path, why))
+        else:
+            rows.append(run_one(path, args.timeout))
         print(json.dumps(rows[-1]), flush=True)
         platform = next((r["chip"]["chips"] for r in rows if r["chip"] and r["chip"]["chips"]), [])
         stem = "notebooks_tpu" if any("TPU" in chip for chip in platform) else "notebooks_cpu"
