@@ -205,6 +205,7 @@ class HostWorkers:
 
     def _send(self, wanted: list[Key], rows_of: RowsOf) -> None:
         """Sends every batch of `wanted` not in flight yet to the least busy worker."""
+        self._read_abandoned()
         for key in wanted:
             if key in self._pending:
                 continue
@@ -218,6 +219,14 @@ class HostWorkers:
                 raise self._died(error) from error
             worker.sent.append(number)
             self._pending[key] = _Task(number, worker, lent)
+
+    def _read_abandoned(self) -> None:
+        """Reads, without waiting, the answers that have come back to abandoned tasks at the
+        head of a worker's queue: nobody else asks for them, and until they are read that
+        worker counts as busy and takes no new task."""
+        for worker in self._processes:
+            while worker.sent and worker.sent[0] in self._abandoned and worker.connection.poll():
+                self._receive(worker)
 
     def _abandon(self, task: _Task) -> None:
         """`task` is no longer wanted: its slots come back once its answer does."""

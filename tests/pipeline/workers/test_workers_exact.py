@@ -30,6 +30,7 @@ from _support.worker_stages import (
     slow,
     typed,
     with_lambda,
+    with_pid,
 )
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -327,3 +328,13 @@ def test_a_new_epoch_begun_while_workers_make_the_last_ones_batches_is_exact() -
     pipeline.set_state({**pipeline.get_state(), "epoch": 5, "batch_index": 3})
     reference.set_state(pipeline.get_state())
     _assert_same(list(pipeline), list(reference))
+
+
+def test_a_worker_left_holding_a_dropped_iterators_batches_takes_new_ones() -> None:
+    """The batches a dropped iterator left in a worker are read and discarded as they come
+    back, so that worker takes the new epoch's batches too: both workers make them, not
+    the one that happened to have a free place."""
+    pipeline = _pipeline(2, [slow, with_pid])
+    next(iter(pipeline))  # the workers now hold the next 3 batches, which nobody takes
+    pids = [int(batch["pid"][0]) for batch in pipeline]
+    assert len(set(pids)) == 2, pids
