@@ -372,10 +372,11 @@ def _bytes_per_device(answer: Any) -> Feedback:
                 f"{_WHAT[part]}, but your function returned {said}." + mistake
             )
         tried += 1
+    meshes = "1-D and 2-D meshes" if len(_meshes()) == 2 else "a 1-D mesh"
     return right(
         f"parameters, gradients and optimizer state match JAX's shard shapes in all {tried} "
         "cases: Adam, AdamW, Lion, SGD with and without momentum, a chain, moments in "
-        "another dtype, replicated and split leaves on 1-D and 2-D meshes."
+        f"another dtype, replicated and split leaves on {meshes}."
     )
 
 
