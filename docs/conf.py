@@ -2,8 +2,9 @@
 
 Builds offline: no intersphinx, no downloads. The notebooks in ``../tutorials`` are
 copied into ``_generated/tutorials`` before the build, so each is rendered once,
-from its ``.ipynb``; the benchmark page is generated from whatever
-``benchmarks/`` holds.
+from its ``.ipynb``; one that ``make test`` ran (into ``_build/executed``) with the
+same cells is copied with its outputs and not run again, every other one runs here.
+The benchmark page is generated from whatever ``benchmarks/`` holds.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ sys.path.insert(0, str(DOCS.parent))
 from _tools.sources import copy_tutorials, write_benchmarks_page  # noqa: E402
 
 GENERATED = DOCS / "_generated"
-copy_tutorials(DOCS.parent / "tutorials", GENERATED / "tutorials")
+RAN = copy_tutorials(
+    DOCS.parent / "tutorials", GENERATED / "tutorials", DOCS / "_build" / "executed"
+)
 write_benchmarks_page(DOCS / "benchmarks", GENERATED / "benchmarks.md")
 
 project = "datarax-sharding"
@@ -37,8 +40,10 @@ exclude_patterns = [
 ]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 
-# Notebooks: run once, reuse the cache while a notebook is unchanged, fail on any error.
+# Notebooks: run once (or taken as make test ran them), reuse the cache while a notebook
+# is unchanged, fail on any error.
 nb_execution_mode = "cache"
+nb_execution_excludepatterns = [f"_generated/tutorials/{name}" for name in RAN]
 nb_execution_cache_path = str(DOCS / "_build" / ".jupyter_cache")
 nb_execution_timeout = 180
 nb_execution_raise_on_error = True

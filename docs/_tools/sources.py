@@ -30,11 +30,20 @@ def _copy_if_changed(source: Path, copy: Path) -> None:
         shutil.copy2(source, copy)
 
 
-def copy_tutorials(source: Path, target: Path) -> list[str]:
-    """Mirrors ``source/*.ipynb`` into `target`; returns the notebook names copied.
+def _cells(text: str) -> list[tuple[str, str]]:
+    """(type, source) of each cell of a notebook's JSON text: what running it leaves alone."""
+    cells = json.loads(text).get("cells", [])
+    return [(c["cell_type"], "".join(c["source"])) for c in cells]
+
+
+def copy_tutorials(source: Path, target: Path, executed: Path | None = None) -> list[str]:
+    """Mirrors ``source/*.ipynb`` into `target`; returns the notebooks taken from `executed`.
 
     Only the ``.ipynb`` files travel, so the jupytext ``.md`` twins are never read
-    as pages. Images a notebook links with a path outside its folder (e.g.
+    as pages. A notebook whose copy in `executed` (where ``make test`` leaves the
+    notebooks it ran) has exactly its cells is copied from there, outputs and all, so
+    the site need not run it again; any other is copied as it is, for the site to run.
+    Images a notebook links with a path outside its folder (e.g.
     ``../docs/benchmarks/plot.png``), or by their `REPOSITORY_FILES` URL, are copied
     to the same place relative to the copy, which links them by that relative path.
     Files already identical are not touched; stale notebook copies are removed.
@@ -42,15 +51,28 @@ def copy_tutorials(source: Path, target: Path) -> list[str]:
     Example:
         >>> import tempfile
         >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     (Path(tmp) / "src").mkdir()
-        ...     _ = (Path(tmp) / "src" / "01_a.ipynb").write_text("{}")
-        ...     copy_tutorials(Path(tmp) / "src", Path(tmp) / "out")
-        ['01_a.ipynb']
+        ...     for folder, outputs in (("src", []), ("ran", ["4"]), ("ran2", ["4"])):
+        ...         cell = {"cell_type": "code", "source": "2 + 2", "outputs": outputs}
+        ...         notebook = Path(tmp) / folder / "01_a.ipynb"
+        ...         notebook.parent.mkdir()
+        ...         _ = notebook.write_text(json.dumps({"cells": [cell]}))
+        ...     _ = (Path(tmp) / "ran2" / "01_a.ipynb").write_text('{"cells": []}')
+        ...     taken = copy_tutorials(Path(tmp) / "src", Path(tmp) / "out", Path(tmp) / "ran")
+        ...     stale = copy_tutorials(Path(tmp) / "src", Path(tmp) / "out2", Path(tmp) / "ran2")
+        ...     copied = json.loads((Path(tmp) / "out" / "01_a.ipynb").read_text())
+        >>> taken, stale, copied["cells"][0]["outputs"]
+        (['01_a.ipynb'], [], ['4'])
     """
     target.mkdir(parents=True, exist_ok=True)
     names = sorted(path.name for path in source.glob("*.ipynb"))
+    taken = []
     for name in names:
-        text = (source / name).read_text().replace(REPOSITORY_FILES, "../")
+        text = (source / name).read_text()
+        ran = executed / name if executed is not None else None
+        if ran is not None and ran.is_file() and _cells(ran.read_text()) == _cells(text):
+            text = ran.read_text()
+            taken.append(name)
+        text = text.replace(REPOSITORY_FILES, "../")
         _write_if_changed(target / name, text)
         for link in _RELATIVE_IMAGE.findall(text):
             image, copy = (source / link).resolve(), (target / link).resolve()
@@ -59,7 +81,7 @@ def copy_tutorials(source: Path, target: Path) -> list[str]:
     for stale in target.glob("*.ipynb"):
         if stale.name not in names:
             stale.unlink()
-    return names
+    return taken
 
 
 def _cell(value: Any) -> str:
