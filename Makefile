@@ -49,6 +49,7 @@ PYTHON3 ?= python3
 DEVICE_CHECK_OUT ?= docs/benchmarks
 
 .PHONY: venv test stress quick unit tutorials lint lab colab-unit clean bench docs colab newest \
+	newest-venv \
 	device-check binder-check browser-check student-notebooks package-check grade
 
 # The library and course (this distribution), and the grader, a distribution of its own.
@@ -135,9 +136,8 @@ colab: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider
 	$(COLAB_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider
 
-## make newest: the tests and every notebook on the newest jax and flax pip resolves, in
-## $(NEWEST_VENV) on the newest Python here; prints the versions it tested.
-newest:
+## make newest-venv: $(NEWEST_VENV) on the newest Python here, with the newest jax and flax.
+newest-venv:
 	@python="$(NEWEST_PYTHON)"; \
 	want=$$($$python -c 'import sys; print(sys.version)') || exit 1; \
 	have=$$($(NEWEST_VENV)/bin/python -c 'import sys; print(sys.version)' 2>/dev/null); \
@@ -148,6 +148,10 @@ newest:
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
 		-e ".[tests,tutorials]" jax jaxlib flax
+
+## make newest: the tests and every notebook on the newest jax and flax pip resolves, in
+## $(NEWEST_VENV) on the newest Python here; prints the versions it tested.
+newest: newest-venv
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
 	{ $(NEWEST_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider \
 		&& $(NEWEST_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider; } \
