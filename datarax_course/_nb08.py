@@ -6,7 +6,8 @@
 
 Both are checked on meshes built from the devices at hand, split into pretend hosts
 (`datarax.sharding.pretend_hosts`), including meshes whose device order is not
-``jax.devices()`` order; the right answers come from JAX's own placement.
+``jax.devices()`` order and a mesh with a ``slice`` axis outermost, as a multi-slice job
+has; the right answers come from JAX's own placement.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ def layouts() -> list[Layout]:
     Host h drives a group of consecutive devices (`pretend_hosts`). With 4 or more
     devices: data over every host, a model axis across hosts, an interleaved device
     order, a replicated batch, a mesh whose device order is shuffled, and one whose
-    order is drawn (`datarax_course._cases.draw`).
+    order is drawn (`datarax_course._cases.draw`); with a multiple of 4, a
+    ``("slice", "data", "model")`` mesh of 2 slices of 2 hosts, the batch split over
+    slices and data, then with the slice axis left out of the spec (the slices then
+    hold the same rows).
     """
     devices = paired_devices()
     if len(devices) < 4:
@@ -56,7 +60,7 @@ def layouts() -> list[Layout]:
     by_host = np.array(devices).reshape(2, count // 2)  # by_host[h]: host h's devices
     shuffled = np.random.default_rng(0).permutation(count)
     drawn = draw("08.layouts").permutation(count)
-    return [
+    found: list[Layout] = [
         (
             "data over every host",
             NamedSharding(Mesh(by_host.reshape(-1), ("data",)), P("data")),
@@ -84,6 +88,21 @@ def layouts() -> list[Layout]:
             host_of,
         ),
     ]
+    if count % 4 == 0:  # [slice][host of the slice][device of the host]: 'model' in a host
+        slices = Mesh(np.array(devices).reshape(2, 2, -1), ("slice", "data", "model"))
+        found += [
+            (
+                "2 slices of 2 hosts, the batch over slice and data",
+                NamedSharding(slices, P(("slice", "data"))),
+                pretend_hosts(4, devices),
+            ),
+            (
+                "2 slices of 2 hosts, the slice axis left out of the spec",
+                NamedSharding(slices, P("data")),
+                pretend_hosts(4, devices),
+            ),
+        ]
+    return found
 
 
 def _as_rows(value: Any, what: str) -> np.ndarray:

@@ -111,3 +111,18 @@ def test_a_host_rows_answer_tied_to_device_order_is_caught() -> None:
 
     told = check("08.host_rows", by_mesh_position, quiet=True)
     assert not told and "must read rows" in told.message
+
+
+def test_layouts_include_a_slice_axis_outermost_with_and_without_it_in_the_spec() -> None:
+    """The multi-slice mesh of lesson 08: split over slice and data, each of the 4 hosts
+    reads its own quarter; with the slice axis left out, the slices are replicas."""
+    from datarax.sharding import RowLedger
+
+    found = {name: (s, host_of) for name, s, host_of in layouts() if "slice" in name}
+    assert len(found) == 2, sorted(found)
+    split, replicated = (RowLedger(s, 16, host_of=host_of) for s, host_of in found.values())
+    assert next(iter(found.values()))[0].mesh.axis_names == ("slice", "data", "model")
+    assert [split.row_count(h) for h in split.hosts] == [4, 4, 4, 4]
+    assert not split.shared_blocks()
+    assert [replicated.row_count(h) for h in replicated.hosts] == [8, 8, 8, 8]
+    assert set(replicated.shared_blocks().values()) == {(0, 2), (1, 3)}
