@@ -185,7 +185,9 @@ def _notebook_solutions() -> dict[str, Callable[..., Any]]:
 
 SOLUTIONS = _notebook_solutions()
 # Judged against a loop the checker times: tests/course/test_real_exercises.py checks it
-# on a stand-in clock, so that no test here depends on how busy the machine is.
+# on a stand-in clock, so that no test here depends on how busy the machine is, and holds
+# on the real clock that a loop timed instead of predicted is refused (the source and the
+# step a prediction is handed give two batches and two steps).
 TIMED = {"07.predicted_epoch"}
 UNTIMED = sorted(set(SOLUTIONS) - TIMED)
 AS_SCALARS = {
