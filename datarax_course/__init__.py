@@ -29,6 +29,9 @@ from datarax_course import _nb08 as _nb08
 from datarax_course import _nb09 as _nb09
 from datarax_course import _nb10 as _nb10
 from datarax_course import _nb11 as _nb11
+from datarax_course import _nb12 as _nb12
+from datarax_course import _nb13 as _nb13
+from datarax_course import _nb14 as _nb14
 from datarax_course import _real as _real
 from datarax_course._core import Feedback as Feedback
 from datarax_course._core import check as check

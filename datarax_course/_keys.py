@@ -6,6 +6,12 @@ is a copy without it, so a student's kernel cannot call a key or copy its code. 
 notebook, `datarax_course.check` finds the keys' answers to the public cases in a
 data file, ``answer_keys.json`` (read by `datarax_course._cases.answer_tables`), which
 ``python -m datarax_course._keys`` writes from the keys below.
+
+`COUNTS` holds the one reference that is a measurement of XLA's rather than a formula
+(10.backward_flops): no table can hold it, since it depends on the jax installed, so
+its checker imports this module where it exists (the grader's process, a reader's own
+installation) and, in a kernel being graded, where it does not, leaves the judging to
+the grader. While the reader's function runs, the checker bans it.
 """
 
 from __future__ import annotations
@@ -95,6 +101,54 @@ def expected_batch(
     )
 
 
+def xla_backward_flops(loss: Any, params: Any, batch: Any) -> float:
+    """10.backward_flops: XLA's FLOPs per row of the backward pass of `loss` at `params`
+    on `batch` (rows on the first axis), by XLA's cost analysis of the programs JAX
+    lowers: the gradient's count minus the forward pass's, per row, from two batch sizes
+    so that what does not grow with the rows cancels. A count, not a formula, so no
+    table holds its answers: the checker calls it wherever this module is (the grader's
+    process, a notebook's own installation), never inside a graded kernel."""
+
+    def flops(function: Any, *args: Any) -> float:
+        analysis: Any = jax.jit(function).lower(*args).cost_analysis()
+        if isinstance(analysis, list):  # older jax: one dict per program
+            analysis = analysis[0]
+        return float(analysis["flops"])
+
+    doubled = jax.numpy.concatenate([batch, batch])
+    gradient = jax.grad(loss)
+    per_step = flops(gradient, params, doubled) - flops(gradient, params, batch)
+    forward = flops(loss, params, doubled) - flops(loss, params, batch)
+    return (per_step - forward) / batch.shape[0]
+
+
+# The references that are counts of the machine that judges, not formulas: no table.
+COUNTS: dict[str, Callable[..., Any]] = {"10.backward_flops": xla_backward_flops}
+
+
+def trace_reading(events: list[dict[str, Any]]) -> list[Any]:
+    """13.input_hidden: [step_ms, input_ms, hidden] read off a profile's events: the
+    median duration of the "step" events; the busy time of the input thread (the one
+    that holds the "augment" events), its events merged where they nest or overlap, per
+    "augment" event (one a batch); and whether the input needs no longer than a step."""
+    steps = [float(event["duration_us"]) for event in events if event["name"] == "step"]
+    thread = next(event["thread"] for event in events if event["name"] == "augment")
+    spans = sorted(
+        (float(event["start_us"]), float(event["start_us"]) + float(event["duration_us"]))
+        for event in events
+        if event["thread"] == thread
+    )
+    busy_us, covered = 0.0, -np.inf
+    for start, stop in spans:
+        if stop > covered:
+            busy_us += stop - max(start, covered)
+            covered = stop
+    batches = sum(event["name"] == "augment" for event in events)
+    step_ms = float(np.median(steps)) / 1e3
+    input_ms = busy_us / batches / 1e3
+    return [step_ms, input_ms, bool(input_ms <= step_ms)]
+
+
 KEYS: dict[str, Callable[..., Any]] = {
     "01.host_fraction": held_fraction,
     "02.devices_holding": holders,
@@ -102,6 +156,7 @@ KEYS: dict[str, Callable[..., Any]] = {
     "07.epoch_ms": scheduled_ms,
     "07.received_block": flat_block,
     "10.communication_bound_batch": expected_batch,
+    "13.input_hidden": trace_reading,
 }
 
 

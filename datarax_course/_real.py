@@ -7,12 +7,15 @@ These exercises then run the real thing and compare:
 ``04.split_batch``: the reader splits a real batch between hosts; each host's part is
 compared with what `JaxProcessSharder.shard_data` gives that host.
 ``07.predicted_epoch``: the reader measures a source and a step they have not seen and
-predicts a loop's time; the checker times the loop, through `prefetch_to_device` or
-not (the one checker whose right answer is a measurement, taken by whoever judges).
+predicts a loop's time, from two batches and two steps at most (the source and the step
+refuse more, so the prediction cannot be the loop timed); the checker then times the
+loop, through `prefetch_to_device` or not (the one checker whose right answer is a
+measurement, taken by whoever judges).
 ``09.unread_rows``: the reader names the rows per-host pipelines leave unread when they
 stop together; the checker runs each host's `Pipeline` for the batches they agree on.
 ``10.backward_flops``: the reader asks XLA how many FLOPs a backward pass costs per row;
-the checker asks XLA too, on models the reader has not seen.
+the checker asks XLA too, on models the reader has not seen, through a count kept with
+the answer keys (`datarax_course._keys.COUNTS`), so that a graded kernel cannot call it.
 """
 
 from __future__ import annotations
@@ -99,24 +102,61 @@ def _split_batch(answer: Any) -> Feedback:
 
 
 # 07.predicted_epoch ---------------------------------------------------------------------
+# The prediction is asked first, on a source and a step that give `_TIMED` batches and
+# `_TIMED` steps in all: enough to time one of each, never the loop it predicts. Only then
+# does the checker time the loops itself, on a source and a step without that limit.
 
 _LOOP_STEPS = 8
+_TIMED = 2  # batches, and steps, a prediction may take
+_THE_LOOP = (
+    f"the loop it predicts (batch {_TIMED + 1} of make_batches(), or call {_TIMED + 1} of step)"
+)
 
 
-def _source(input_ms: float) -> Any:
+class _Allowance:
+    """How many more batches, or steps, a prediction may take (None: no limit, as in the
+    checker's own loops)."""
+
+    def __init__(self, left: int | None = None) -> None:
+        self.left = left
+
+    def take(self) -> None:
+        """One more batch or step; past the allowance, refused as the loop itself."""
+        from datarax_course._feedback import Forbidden
+
+        if self.left is None:
+            return
+        if self.left <= 0:
+            raise Forbidden(_THE_LOOP)
+        self.left -= 1
+
+
+def _source(input_ms: float, allowance: _Allowance | None = None) -> Any:
+    allowed = allowance or _Allowance()
+
     def make_batches() -> Iterator[dict[str, np.ndarray]]:
         for index in range(_LOOP_STEPS):
+            allowed.take()
             time.sleep(input_ms / 1e3)  # reading and decoding a batch
             yield {"x": np.full((4, 2), index, np.float32)}
 
     return make_batches
 
 
-def _step(step_ms: float) -> Any:
+def _step(step_ms: float, allowance: _Allowance | None = None) -> Any:
+    allowed = allowance or _Allowance()
+
     def step(batch: Any) -> None:
+        allowed.take()
         time.sleep(step_ms / 1e3)  # the host waits while the accelerator runs the step
 
     return step
+
+
+def _handed(input_ms: float, step_ms: float) -> tuple[Any, Any]:
+    """The source and the step a prediction is handed: as slow as the loop's, but giving
+    `_TIMED` batches and `_TIMED` steps in all, however often make_batches() is called."""
+    return _source(input_ms, _Allowance(_TIMED)), _step(step_ms, _Allowance(_TIMED))
 
 
 def _timed_ms(make_batches: Any, step: Any, prefetch: bool) -> float:
@@ -137,7 +177,8 @@ def _close(predicted: float, measured: float) -> bool:
 
 @exercise(
     "07.predicted_epoch",
-    idea="time one batch of make_batches() and one step, then let your epoch_ms do the rest.",
+    idea="time one batch of make_batches() and one step (while you predict, they give two "
+    "of each, never the loop), then let your epoch_ms do the rest.",
     method="it = make_batches(); t0 = time.perf_counter(); batch = next(it); input_ms = "
     "(time.perf_counter() - t0) * 1e3; time step(batch) the same way for step_ms; return "
     "epoch_ms(step_ms, input_ms, steps, prefetch).",
@@ -150,9 +191,9 @@ def _predicted_epoch(answer: Any) -> Feedback:
         for step_ms, input_ms in settings
         for prefetch in (False, True)
     ]
-    predicted = [
+    predicted = [  # every prediction made before any loop is timed
         number(
-            call(answer, _source(input_ms), _step(step_ms), _LOOP_STEPS, prefetch),
+            call(answer, *_handed(input_ms, step_ms), _LOOP_STEPS, prefetch),
             "your prediction",
         )
         for step_ms, input_ms, prefetch in cases
@@ -247,25 +288,22 @@ def _unread_rows(answer: Any) -> Feedback:
 
 
 # 10.backward_flops ------------------------------------------------------------------------
+# The reference, XLA's own count, lives in datarax_course._keys (COUNTS), which a graded
+# kernel's copy of the course lacks: there the checker only records what the reader's
+# function returns, and the grader counts in its own process. Elsewhere the checker
+# imports it, and bans it while the reader's function runs.
 
 
-def _flops(function: Any, *args: Any) -> float:
-    analysis: Any = jax.jit(function).lower(*args).cost_analysis()
-    if isinstance(analysis, list):  # older jax: one dict per program
-        analysis = analysis[0]
-    return float(analysis["flops"])
+def _xla_count() -> Any:
+    """The checker's reference count, where this installation has it; None in a kernel
+    being graded, whose copy of the course has no answer keys."""
+    import importlib
 
-
-def _xla_backward_flops(loss: Any, params: Any, batch: Any) -> float:
-    """XLA's FLOPs per row of the backward pass of `loss` at `params` on `batch` (rows on
-    the first axis), by XLA's cost analysis of the programs JAX lowers: the gradient's
-    count minus the forward pass's, per row, from two batch sizes so that costs that do
-    not grow with the batch cancel."""
-    doubled = jnp.concatenate([batch, batch])
-    gradient = jax.grad(loss)
-    per_step = _flops(gradient, params, doubled) - _flops(gradient, params, batch)
-    forward = _flops(loss, params, doubled) - _flops(loss, params, batch)
-    return (per_step - forward) / batch.shape[0]
+    try:
+        keys = importlib.import_module("datarax_course._keys")
+    except ImportError:
+        return None
+    return keys.COUNTS["10.backward_flops"]
 
 
 def _model(widths: list[int]) -> tuple[Any, Any]:
@@ -294,24 +332,38 @@ def _model(widths: list[int]) -> tuple[Any, Any]:
     "params, x)) - (flops(loss, params, 2x) - flops(loss, params, x)), divided by the rows.",
 )
 def _backward_flops(answer: Any) -> Feedback:
+    from datarax_course._cases import Unavailable
+
     rng = draw("10.backward_flops")
     shapes = [[16, 64, 64, 8]]
     shapes.append([int(n) for n in rng.integers(4, 97, size=int(rng.integers(3, 6)))])
-    per_weight = []
-    for widths in shapes:
+    count = _xla_count()
+    bans = () if count is None else (Ban(count, "__code__", "the checker's own XLA count"),)
+    cases = []
+    for widths in shapes:  # every case answered before any right answer is computed
         loss, params = _model(widths)
         batch = jnp.ones((int(rng.integers(8, 65)), widths[0]))
-        got = number(call(answer, loss, params, batch), "backward_flops_per_row's result")
-        expected = _xla_backward_flops(loss, params, batch)
-        count = sum(weight.size for weight in params)
+        got = call(answer, loss, params, batch, bans=bans)
+        cases.append((widths, loss, params, batch, number(got, "backward_flops_per_row's result")))
+    if recording_now():  # a kernel being graded: the grader counts in its own process
+        raise NotJudgedHere("10.backward_flops")
+    if count is None:
+        raise Unavailable(
+            "this copy of the course has no reference count for 10.backward_flops (a kernel "
+            "being graded): the grader counts XLA's FLOPs itself, in its own process."
+        )
+    per_weight = []
+    for widths, loss, params, batch, got in cases:
+        expected = count(loss, params, batch)
+        weights = sum(weight.size for weight in params)
         if not np.isclose(got, expected, rtol=1e-6):
             return wrong(
-                f"for a dense model with layers {widths} ({count} weights) and a batch of "
+                f"for a dense model with layers {widths} ({weights} weights) and a batch of "
                 f"{batch.shape[0]} rows, XLA counts {expected:,.0f} FLOPs per row in the "
-                f"backward pass ({expected / count:.2f} per weight); your function says "
+                f"backward pass ({expected / weights:.2f} per weight); your function says "
                 f"{got:,.0f}."
             )
-        per_weight.append(f"{expected / count:.2f}")
+        per_weight.append(f"{expected / weights:.2f}")
     return right(
         f"your counts match XLA's on {len(shapes)} models you had not seen: "
         f"{' and '.join(per_weight)} FLOPs per weight per row, against the rule's 4."

@@ -11,7 +11,7 @@ import datarax_grader
 from datarax_course import _keys
 from datarax_grader._integrity import Library
 
-KEY_NAMES = sorted(key.__name__ for key in _keys.KEYS.values())
+KEY_NAMES = sorted(key.__name__ for key in [*_keys.KEYS.values(), *_keys.COUNTS.values()])
 
 
 def test_the_graded_kernels_library_has_no_key_and_no_key_code() -> None:

@@ -15,7 +15,7 @@ import pytest
 from datarax_course import _answers, _cases, _core, _keys, check
 
 TABLES = _cases.answer_tables()
-KEY_NAMES = sorted(key.__name__ for key in _keys.KEYS.values())
+KEY_NAMES = sorted(key.__name__ for key in [*_keys.KEYS.values(), *_keys.COUNTS.values()])
 CHECKER_MODULES = sorted(
     f"datarax_course.{path.stem}"
     for path in Path(_core.__file__).parent.glob("_*.py")

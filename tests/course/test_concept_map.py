@@ -19,8 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "concept_map.md"
 TUTORIALS = ROOT / "tutorials"
 
-# The curriculum, by number: 1-16, then 21; 17-20 (collectives, profiles, slices,
-# memory budgets) are not taught yet, so the map has no block for them.
+# The curriculum, by number: 1-21.
 CONCEPTS = {
     1: "devices vs processes, addressable vs global",
     2: "meshes and axis types (Auto, Explicit)",
@@ -38,6 +37,10 @@ CONCEPTS = {
     14: "testing many processes on one machine",
     15: "meshes whose axes span hosts",
     16: "where the batch meets the step",
+    17: "collectives and their costs",
+    18: "overlap seen in a profiler trace",
+    19: "slices and DCN",
+    20: "a memory budget and choosing DP / FSDP / TP",
     21: "language-model data",
 }
 FIELDS = ("sections", "figures", "quiz", "exercise")

@@ -48,6 +48,9 @@ CURRICULUM = [
     "09_preemption_and_resume",
     "10_from_batch_to_step",
     "11_language_model_data",
+    "12_collectives",
+    "13_overlap_in_a_profile",
+    "14_memory_budget",
 ]
 # DESIGN.md §6: every concept has a quiz and an exercise somewhere in the notebooks; a
 # quiz or exercise says which it drills with a comment such as <!-- concepts: 5, 7 -->.
@@ -69,7 +72,10 @@ CONCEPTS = {
     15: "meshes whose axes span hosts",
     16: "where the batch meets the step: shardings, the all-reduce and its cost, FSDP, "
     "restoring on another mesh",
-    # 17-20 (collectives, profiles, slices, memory budgets) are not taught yet.
+    17: "collectives and their costs, shard_map as a mode beside Auto and Explicit",
+    18: "overlap seen in a profiler trace",
+    19: "slices and DCN (a slice axis, the per-pod batch)",
+    20: "a memory budget and choosing DP / FSDP / TP",
     21: "language-model data: documents, packing, segment ids and the attention mask they "
     "imply, mixtures, resume on another host count",
 }

@@ -5,7 +5,10 @@ a stand-in clock, so no test here depends on how busy the machine is."""
 
 from __future__ import annotations
 
+import json
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -13,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from datarax.pipeline import prefetch_to_device
 from datarax.sharding import shard_bounds
 from datarax_course import _real, check
 from datarax_course._keys import scheduled_ms
@@ -72,14 +76,21 @@ def stand_in_clock(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
     the producer-consumer schedule: the checker's logic, without the machine's noise."""
     made: dict[str, float] = {}
 
-    def source(input_ms: float) -> Any:
+    def source(input_ms: float, allowance: Any = None) -> Any:
+        allowed = allowance or _real._Allowance()
+
         def make_batches() -> Any:
-            return iter([{"input_ms": input_ms}] * _real._LOOP_STEPS)
+            for _ in range(_real._LOOP_STEPS):
+                allowed.take()  # as the checker's own source: the prediction gets 2
+                yield {"input_ms": input_ms}
 
         return make_batches
 
-    def step(step_ms: float) -> Any:
+    def step(step_ms: float, allowance: Any = None) -> Any:
+        allowed = allowance or _real._Allowance()
+
         def run(batch: Any) -> float:
+            allowed.take()
             return step_ms
 
         run.step_ms = step_ms  # type: ignore[attr-defined]
@@ -110,6 +121,93 @@ def test_a_prediction_that_ignores_prefetch_is_caught_by_the_loop(stand_in_clock
 
     feedback = check("07.predicted_epoch", serial, quiet=True)
     assert not feedback and "with prefetch_to_device(size=2) took" in feedback.message, feedback
+
+
+def timed_instead(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
+    """Not a prediction: the loop itself, timed."""
+    start = time.perf_counter()
+    if prefetch:
+        with prefetch_to_device(make_batches(), size=2) as batches:
+            for batch in batches:
+                step(batch)
+    else:
+        for batch in make_batches():
+            step(batch)
+    return (time.perf_counter() - start) * 1e3
+
+
+def timed_quietly(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
+    """The loop timed, the refusal swallowed: what it times is two batches, not the loop."""
+    start = time.perf_counter()
+    try:
+        for batch in make_batches():
+            step(batch)
+    except Exception:
+        pass
+    return (time.perf_counter() - start) * 1e3
+
+
+def batch_by_batch(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
+    """The loop again, a fresh source for every batch."""
+    start = time.perf_counter()
+    for _ in range(steps):
+        step(next(make_batches()))
+    return (time.perf_counter() - start) * 1e3
+
+
+@pytest.mark.parametrize("cheat", [timed_instead, batch_by_batch])
+def test_a_loop_timed_instead_of_predicted_is_refused(cheat: Any) -> None:
+    """On the real clock, however busy the machine: the source and the step a prediction
+    is handed give 2 batches and 2 steps in all, so the loop cannot run, and the feedback
+    says why."""
+    start = time.perf_counter()
+    feedback = check("07.predicted_epoch", cheat, quiet=True)
+    assert not feedback and "the loop it predicts" in feedback.message, feedback
+    assert "batch 3 of make_batches()" in feedback.message, feedback
+    assert time.perf_counter() - start < 5  # refused at once, before any loop is timed
+
+
+def test_a_loop_timed_through_prefetch_is_refused_too() -> None:
+    def through_prefetch(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
+        return timed_instead(make_batches, step, steps, True)
+
+    feedback = check("07.predicted_epoch", through_prefetch, quiet=True)
+    assert not feedback and "the loop it predicts" in feedback.message, feedback
+
+
+def test_the_refusal_swallowed_leaves_a_prediction_of_two_batches(stand_in_clock: dict) -> None:
+    feedback = check("07.predicted_epoch", timed_quietly, quiet=True)
+    assert not feedback and "took" in feedback.message, feedback
+
+
+def test_two_batches_and_two_steps_are_allowed(stand_in_clock: dict) -> None:
+    """A prediction may warm up first: the second batch and step are still given."""
+
+    def warmed_up(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
+        batches = make_batches()
+        step(next(batches))
+        return _predicted(lambda: batches, step, steps, prefetch)
+
+    assert check("07.predicted_epoch", warmed_up, quiet=True)
+
+
+@pytest.mark.parametrize("answer", [_predicted, timed_instead])
+def test_under_the_grader_the_loop_timed_in_the_kernel_fails(
+    answer: Any, stand_in_clock: dict, tmp_path: Path
+) -> None:
+    """The kernel records the predictions (or the refusal); the grader replays them and
+    times the loops itself (here on the stand-in clock)."""
+    from datarax_course import _grading
+
+    record = tmp_path / "record.json"
+    _grading.harvest({"07.predicted_epoch": "answer"}, {"answer": answer}, 7, str(record))
+    steps = json.loads(record.read_text())["answers"]["07.predicted_epoch"]
+    verdict = _grading.judged("07.predicted_epoch", steps, 7)
+    assert verdict is not None, steps
+    if answer is _predicted:
+        assert verdict.ok, verdict
+    else:
+        assert not verdict.ok and "the loop it predicts" in verdict.message, verdict
 
 
 def test_the_real_loop_is_timed_with_prefetch_and_without() -> None:
@@ -161,6 +259,64 @@ def test_xla_is_asked_and_the_rule_of_four_is_not_what_it_counts() -> None:
         "10.backward_flops", lambda loss, params, batch: 4 * sum(w.size for w in params), quiet=True
     )
     assert not rule and "XLA counts" in rule.message, rule
+
+
+def copied_from_the_checker(loss: Any, params: Any, batch: Any) -> float:
+    from datarax_course._real import _xla_backward_flops  # type: ignore[attr-defined]
+
+    return _xla_backward_flops(loss, params, batch)
+
+
+def called_from_the_keys(loss: Any, params: Any, batch: Any) -> float:
+    from datarax_course._keys import xla_backward_flops
+
+    return xla_backward_flops(loss, params, batch)
+
+
+def test_the_checkers_own_count_cannot_pass_the_exercise() -> None:
+    """The reference is no longer in the checker's module, and where it is (the answer
+    keys, in a full installation) the checker bans it while the reader's function runs."""
+    old = check("10.backward_flops", copied_from_the_checker, quiet=True)
+    assert not old and "raised ImportError" in old.message, old
+    keys = check("10.backward_flops", called_from_the_keys, quiet=True)
+    assert not keys and "the checker's own XLA count" in keys.message, keys
+    assert "asks you to do without" in keys.message, keys
+    assert check("10.backward_flops", backward_flops_per_row, quiet=True)  # unbanned after
+
+
+def _graded(answer: Any, seed: int, monkeypatch: pytest.MonkeyPatch, folder: Path) -> Any:
+    """`answer` judged as the grader judges it: the kernel's half (`harvest`) records its
+    results where the course has no answer keys to import, as in a graded kernel's copy;
+    the grader's half (`judged`) replays them in a process that has them. Returns what
+    the kernel's own check said and the grader's verdict."""
+    import datarax_course
+    from datarax_course import _grading
+
+    record = folder / "record.json"
+    with monkeypatch.context() as kernel:
+        kernel.setitem(sys.modules, "datarax_course._keys", None)
+        kernel.delattr(datarax_course, "_keys", raising=False)
+        _grading.harvest({"10.backward_flops": "answer"}, {"answer": answer}, seed, str(record))
+        in_the_kernel = check("10.backward_flops", answer, quiet=True)
+    steps = json.loads(record.read_text())["answers"]["10.backward_flops"]
+    return in_the_kernel, _grading.judged("10.backward_flops", steps, seed)
+
+
+def test_under_the_grader_the_honest_count_passes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    in_the_kernel, verdict = _graded(backward_flops_per_row, 2024, monkeypatch, tmp_path)
+    assert not in_the_kernel and "the grader counts" in in_the_kernel.message, in_the_kernel
+    assert verdict is not None and verdict.ok, verdict
+
+
+@pytest.mark.parametrize("cheat", [copied_from_the_checker, called_from_the_keys])
+def test_under_the_grader_the_cheats_fail(
+    cheat: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _, verdict = _graded(cheat, 2024, monkeypatch, tmp_path)
+    assert verdict is not None and not verdict.ok, verdict
+    assert "your function raised" in verdict.message and "Error" in verdict.message, verdict
 
 
 @pytest.mark.parametrize(
