@@ -5,11 +5,9 @@ case, every candidate in it, writes the results that docs/benchmarks/README.md q
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +16,6 @@ import pytest
 from benchmarks._epoch_timing import time_epochs
 from benchmarks._image_loaders import _with_environment, allocator_environment
 from benchmarks._image_summary import summarize
-from benchmarks._memory_guard import MemoryBoundError, Watch, tree_memory, watched
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
@@ -260,26 +257,46 @@ def test_a_round_counts_every_timed_epoch_not_the_median_one() -> None:
     assert summary["summary"]["g2"]["host_ms"] == {"mean": pytest.approx(61 / 3), "range": [6, 49]}
 
 
-def test_a_candidate_past_the_memory_bound_is_stopped_and_named() -> None:
-    held: list[mmap.mmap] = []
-    watch = Watch()
-    bound = tree_memory() + 64 * 2**20
-    page = b"\x01" * 8 * 2**20
-
-    stopped = pytest.raises(MemoryBoundError, match=r"Grain per batch workers=4 was stopped")
-    with stopped, watched("Grain per batch workers=4", bound, watch):
+# Run in a process of its own: a test worker's tree can hold processes of earlier tests that
+# end while this one runs (their memory leaving the tree's sum), and pytest-xdist's workers
+# ignore SIGINT, which the watcher sends.
+_BOUNDED = """
+import json, mmap, time
+from benchmarks._memory_guard import MemoryBoundError, Watch, tree_memory, watched
+held, watch, stopped = [], Watch(), None
+bound = tree_memory() + 64 * 2**20
+page = b"\\x01" * 8 * 2**20
+try:
+    with watched("Grain per batch workers=4", bound, watch):
         for _ in range(100):  # up to 800 MB, 8 MB every 10 ms: the watcher stops it first
-            # A fresh mapping, written: memory that this process's heap already held (an
-            # earlier test's, kept by keep_freed_memory) would not add to its resident size.
-            block = mmap.mmap(-1, len(page))
+            block = mmap.mmap(-1, len(page))  # fresh pages, written: resident
             block.write(page)
             held.append(block)
             time.sleep(0.01)
+except MemoryBoundError as error:
+    stopped = str(error)
+blocks = len(held)
+held.clear()
+quiet = Watch()
+with watched("placement alone", 0, quiet):  # no bound: watched, never stopped
+    time.sleep(0.3)
+print(json.dumps({"stopped": stopped, "watch": [watch.stopped, watch.peak > bound],
+                  "blocks": blocks, "quiet": [quiet.stopped, quiet.peak > 0]}))
+"""
 
-    assert watch.stopped and watch.peak > bound
-    assert len(held) < 100  # stopped, not finished
-    held.clear()
-    quiet = Watch()
-    with watched("placement alone", 0, quiet):  # no bound: watched, never stopped
-        time.sleep(0.3)
-    assert not quiet.stopped and quiet.peak > 0
+
+def test_a_candidate_past_the_memory_bound_is_stopped_and_named() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _BOUNDED],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["stopped"] and "Grain per batch workers=4 was stopped" in seen["stopped"], seen
+    assert seen["watch"] == [True, True], seen
+    assert seen["blocks"] < 100, seen  # stopped, not finished
+    assert seen["quiet"] == [False, True], seen
