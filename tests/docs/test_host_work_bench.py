@@ -257,9 +257,9 @@ def test_a_round_counts_every_timed_epoch_not_the_median_one() -> None:
     assert summary["summary"]["g2"]["host_ms"] == {"mean": pytest.approx(61 / 3), "range": [6, 49]}
 
 
-# Run in a process of its own: a test worker's tree can hold processes of earlier tests that
-# end while this one runs (their memory leaving the tree's sum), and pytest-xdist's workers
-# ignore SIGINT, which the watcher sends.
+# Run in a process of its own, whose tree holds nothing else: a test worker's tree can hold
+# processes of earlier tests that end while this one runs (their memory leaving the tree's
+# sum), and its heap memory that earlier tests freed and keep_freed_memory() kept resident.
 _BOUNDED = """
 import json, mmap, time
 from benchmarks._memory_guard import MemoryBoundError, Watch, tree_memory, watched
