@@ -73,6 +73,13 @@ def watched(name: str, bound: int, watch: Watch) -> Iterator[None]:
     """
     watch.before, done = tree_memory(), threading.Event()
     main = threading.main_thread().ident
+    # The stop is Python's own SIGINT handler raising KeyboardInterrupt; a process started
+    # with SIGINT ignored (`nohup ... &`: a shell's background job) would never stop, so
+    # the block runs with that handler, and whatever was there comes back after.
+    previous = None
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def sample() -> None:
         while not done.wait(EVERY_S):
@@ -96,4 +103,6 @@ def watched(name: str, bound: int, watch: Watch) -> Iterator[None]:
     finally:
         done.set()
         thread.join()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         watch.peak = max(watch.peak, tree_memory())

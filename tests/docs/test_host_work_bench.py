@@ -285,9 +285,12 @@ print(json.dumps({"stopped": stopped, "watch": [watch.stopped, watch.peak > boun
 """
 
 
-def test_a_candidate_past_the_memory_bound_is_stopped_and_named() -> None:
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_a_candidate_past_the_memory_bound_is_stopped_and_named(sigint: str) -> None:
+    """Also where the process starts with SIGINT ignored, as a shell's background job does."""
+    ignore = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
     done = subprocess.run(
-        [sys.executable, "-c", _BOUNDED],
+        [sys.executable, "-c", (ignore if sigint == "ignored" else "") + _BOUNDED],
         cwd=REPO,
         env=ENV,
         capture_output=True,
