@@ -67,8 +67,9 @@ GRADER_TESTS := grader/tests grader/datarax_grader
 
 # make test runs copies of the notebooks in $(EXECUTED), written back with their outputs
 # (nbmake --overwrite); make docs renders those whose cells are unchanged instead of
-# running them again (docs/_tools/sources.py, copy_tutorials).
-EXECUTED := docs/_build/executed
+# running them again (docs/_tools/sources.py, copy_tutorials). Not under docs/_build:
+# nbmake collects no notebook from a path with a _build folder in it.
+EXECUTED := .executed
 
 ## make test: lint, type check, unit and multi-process tests, doctests and every notebook;
 ## the heaviest runs (stress) and the grader's tests are make stress, which CI runs once.
@@ -194,7 +195,8 @@ grade: $(STAMP)
 	$(PY) -m datarax_grader "$(SUBMISSIONS)" --out "$(GRADES)" --timeout $(GRADE_TIMEOUT) \
 		--memory $(GRADE_MEMORY) --isolation $(GRADE_ISOLATION)
 
-## make docs: the site in docs/_build/html; every tutorial executed (cached), warnings are errors.
+## make docs: the site in docs/_build/html; every tutorial executed (cached, or as make test ran
+## it), warnings are errors.
 docs: $(STAMP)
 	$(PY) -m pytest --doctest-modules docs/_tools -q -p no:cacheprovider
 	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
@@ -211,4 +213,4 @@ browser-check: $(STAMP)
 		&& $(PY) tests/browser/check_playground.py --timeout 200'
 
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) $(NEWEST_VENV) .venv-binder docs/_build docs/_generated .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(COLAB_VENV) $(NEWEST_VENV) .venv-binder $(EXECUTED) docs/_build docs/_generated .pytest_cache .ruff_cache .hypothesis

@@ -2,7 +2,7 @@
 
 Builds offline: no intersphinx, no downloads. The notebooks in ``../tutorials`` are
 copied into ``_generated/tutorials`` before the build, so each is rendered once,
-from its ``.ipynb``; one that ``make test`` ran (into ``_build/executed``) with the
+from its ``.ipynb``; one that ``make test`` ran (into ``../.executed``) with the
 same cells is copied with its outputs and not run again, every other one runs here.
 The benchmark page is generated from whatever ``benchmarks/`` holds.
 """
@@ -21,7 +21,7 @@ from _tools.sources import copy_tutorials, write_benchmarks_page  # noqa: E402
 
 GENERATED = DOCS / "_generated"
 RAN = copy_tutorials(
-    DOCS.parent / "tutorials", GENERATED / "tutorials", DOCS / "_build" / "executed"
+    DOCS.parent / "tutorials", GENERATED / "tutorials", DOCS.parent / ".executed"
 )
 write_benchmarks_page(DOCS / "benchmarks", GENERATED / "benchmarks.md")
 
