@@ -20,9 +20,7 @@ sys.path.insert(0, str(DOCS.parent))
 from _tools.sources import copy_tutorials, write_benchmarks_page  # noqa: E402
 
 GENERATED = DOCS / "_generated"
-RAN = copy_tutorials(
-    DOCS.parent / "tutorials", GENERATED / "tutorials", DOCS.parent / ".executed"
-)
+RAN = copy_tutorials(DOCS.parent / "tutorials", GENERATED / "tutorials", DOCS.parent / ".executed")
 write_benchmarks_page(DOCS / "benchmarks", GENERATED / "benchmarks.md")
 
 project = "datarax-sharding"
