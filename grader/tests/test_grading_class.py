@@ -2,9 +2,8 @@
 teacher would: the saboteurs first, then the cheats, then honest students, and each
 case has its test. The grader runs from a copy of the package (so no notebook can reach
 this checkout through it), with a teacher's home of its own, once with each isolation
-this machine offers: the seccomp filter that the grader falls back to here, and user,
-mount, PID and network namespaces where Linux allows them, in
-test_grading_class_namespaces.py.
+this machine offers: user, mount, PID and network namespaces where Linux allows them,
+and the seccomp filter that the grader falls back to.
 
 Saboteurs: one rewrites the library it imports, one rewrites the script its parent runs,
 one stops every process it runs under, one deletes its scratch folder's parent, one
@@ -419,14 +418,12 @@ def _probe() -> str | None:
 
 
 WHY_NOT = _probe()  # None where this machine runs kernels in namespaces
+ISOLATIONS = ["namespaces", "seccomp"] if WHY_NOT is None else ["seccomp"]
 
 
-# The class graded under the seccomp filter here; test_grading_class_namespaces.py grades it
-# again in namespaces, where this machine has them: a file of its own, so that the two
-# gradings (about two minutes each) run side by side, a test worker each.
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
-    return _grade(tmp_path_factory.mktemp("class-seccomp"), "seccomp")
+@pytest.fixture(scope="module", params=ISOLATIONS)
+def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Graded:
+    return _grade(tmp_path_factory.mktemp(f"class-{request.param}"), request.param)
 
 
 def test_the_grader_says_which_isolation_it_uses_and_refuses_one_it_lacks(
