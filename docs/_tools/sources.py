@@ -51,12 +51,11 @@ def copy_tutorials(source: Path, target: Path, executed: Path | None = None) -> 
     Example:
         >>> import tempfile
         >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     for folder, outputs in (("src", []), ("ran", ["4"]), ("ran2", ["4"])):
-        ...         cell = {"cell_type": "code", "source": "2 + 2", "outputs": outputs}
+        ...     for folder, cells in (("src", [[]]), ("ran", [["4"]]), ("ran2", [])):
+        ...         code = [{"cell_type": "code", "source": "2 + 2", "outputs": o} for o in cells]
         ...         notebook = Path(tmp) / folder / "01_a.ipynb"
         ...         notebook.parent.mkdir()
-        ...         _ = notebook.write_text(json.dumps({"cells": [cell]}))
-        ...     _ = (Path(tmp) / "ran2" / "01_a.ipynb").write_text('{"cells": []}')
+        ...         _ = notebook.write_text(json.dumps({"cells": code}))
         ...     taken = copy_tutorials(Path(tmp) / "src", Path(tmp) / "out", Path(tmp) / "ran")
         ...     stale = copy_tutorials(Path(tmp) / "src", Path(tmp) / "out2", Path(tmp) / "ran2")
         ...     copied = json.loads((Path(tmp) / "out" / "01_a.ipynb").read_text())
@@ -69,8 +68,9 @@ def copy_tutorials(source: Path, target: Path, executed: Path | None = None) -> 
     for name in names:
         text = (source / name).read_text()
         ran = executed / name if executed is not None else None
-        if ran is not None and ran.is_file() and _cells(ran.read_text()) == _cells(text):
-            text = ran.read_text()
+        outputs = ran.read_text() if ran is not None and ran.is_file() else None
+        if outputs is not None and _cells(outputs) == _cells(text):
+            text = outputs
             taken.append(name)
         text = text.replace(REPOSITORY_FILES, "../")
         _write_if_changed(target / name, text)
