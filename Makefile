@@ -12,7 +12,8 @@ export JAX_PLATFORMS ?= cpu
 # Two notebooks run at a time (pytest-xdist): most of a notebook's time is starting its
 # kernel and JAX, or its local clusters' processes, which leave the other core idle.
 NB_WORKERS ?= 2
-NBMAKE := --nbmake --nbmake-timeout=120 -n $(NB_WORKERS)
+NOTEBOOKS := --nbmake --nbmake-timeout=120
+NBMAKE := $(NOTEBOOKS) -n $(NB_WORKERS)
 # The unit and multi-process tests also run two at a time, a test file per worker (a
 # file's module-scoped cluster starts once): 210 s instead of about 600 s one after another.
 UNIT_WORKERS ?= 2
@@ -50,7 +51,7 @@ DEVICE_CHECK_OUT ?= docs/benchmarks
 
 .PHONY: venv test stress quick unit tutorials lint lab colab-unit clean bench docs colab newest \
 	newest-venv \
-	device-check binder-check browser-check student-notebooks package-check grade
+	device-check binder-check binder-venv browser-check student-notebooks package-check grade
 
 # The library and course (this distribution), and the grader, a distribution of its own.
 $(STAMP): pyproject.toml grader/pyproject.toml
@@ -61,8 +62,10 @@ $(STAMP): pyproject.toml grader/pyproject.toml
 
 venv: $(STAMP)
 
-# The library's and the course's tests and doctests; the grader's run once, in make test.
+# The library's and the course's tests and doctests; the grader's run once, in make stress.
+# make colab and make newest run the library's alone (the course's run once, in make test).
 LIBRARY_TESTS := tests datarax datarax_course
+CORE_TESTS := tests datarax --ignore=tests/course
 GRADER_TESTS := grader/tests grader/datarax_grader
 
 # make test runs copies of the notebooks in $(EXECUTED), written back with their outputs
@@ -71,12 +74,12 @@ GRADER_TESTS := grader/tests grader/datarax_grader
 # nbmake collects no notebook from a path with a _build folder in it.
 EXECUTED := .executed
 
-## make test: lint, type check, unit and multi-process tests, doctests and every notebook;
-## the heaviest runs (stress) and the grader's tests are make stress, which CI runs once.
+## make test: lint, type check, unit and multi-process tests, doctests and every notebook,
+## in one pytest run (the notebooks fill the cores while the last test files end); the
+## heaviest runs (stress) and the grader's tests are make stress, which CI runs once.
 test: lint
-	$(PY) -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS)
 	rm -rf $(EXECUTED) && mkdir -p $(EXECUTED) && cp tutorials/*.ipynb $(EXECUTED)/
-	$(PY) -m pytest $(EXECUTED) $(NBMAKE) --overwrite
+	$(PY) -m pytest $(LIBRARY_TESTS) $(EXECUTED) $(UNIT) $(NOT_STRESS) $(NOTEBOOKS) --overwrite
 
 ## make stress: the stress tests (a scenario repeated under CPU load, the benchmarks' tiny
 ## runs, pods of 4,096 simulated devices) and the grader's tests, with a class of saboteurs.
@@ -128,14 +131,15 @@ colab-unit: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -c "import jax, flax; print('jax', jax.__version__, 'flax', flax.__version__)"
 	$(COLAB_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider
 
-## make colab: the tests and every notebook on Colab's TPU runtime versions, Python 3.11.
+## make colab: the library's tests (not the course's: the notebooks run its checks) and every
+## notebook, in one pytest run, on Colab's TPU runtime versions, Python 3.11.
 colab: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -c "import sys, jax, jaxlib, flax; \
 	found = (sys.version_info[:2], jax.__version__, jaxlib.__version__, flax.__version__); \
 	print('python %d.%d, jax %s, jaxlib %s, flax %s' % (*found[0], *found[1:])); \
 	assert found == ((3, 11), '0.7.2', '0.7.2', '0.11.2'), found"
-	$(COLAB_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider
-	$(COLAB_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider
+	$(COLAB_VENV)/bin/python -m pytest $(CORE_TESTS) tutorials $(UNIT) $(NOT_STRESS) $(NOTEBOOKS) \
+		-p no:cacheprovider
 
 ## make newest-venv: $(NEWEST_VENV) on the newest Python here, with the newest jax and flax.
 newest-venv:
@@ -150,13 +154,14 @@ newest-venv:
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
 		-e ".[tests,tutorials]" jax jaxlib flax
 
-## make newest: the tests and every notebook on the newest jax and flax pip resolves, in
-## $(NEWEST_VENV) on the newest Python here; prints the versions it tested.
-newest: newest-venv
+## make newest: the library's tests (not the course's) and every notebook, in one pytest run,
+## on the newest jax and flax pip resolves, in $(NEWEST_VENV) on the newest Python here;
+## prints the versions it tested. NEWEST_INSTALL= skips the install (CI installs it early).
+NEWEST_INSTALL ?= newest-venv
+newest: $(NEWEST_INSTALL)
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
-	{ $(NEWEST_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider \
-		&& $(NEWEST_VENV)/bin/python -m pytest tutorials $(NBMAKE) -p no:cacheprovider; } \
-		|| { $(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"; exit 1; }
+	$(NEWEST_VENV)/bin/python -m pytest $(CORE_TESTS) tutorials $(UNIT) $(NOT_STRESS) $(NOTEBOOKS) \
+		-p no:cacheprovider || { $(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"; exit 1; }
 	@$(NEWEST_VENV)/bin/python -c "$$NEWEST_VERSIONS"
 
 ## make device-check: on $(PYTHON3), no venv: the unit tests, setup_devices(8), and shard
@@ -203,8 +208,13 @@ docs: $(STAMP)
 	$(PY) docs/_tools/check_site.py docs/_build/html tutorials
 
 ## make binder-check: a fresh venv from binder/requirements.txt; notebooks run via binder/start.
+## BINDER_STEPS=run reuses the venv that make binder-venv installed (CI installs it early).
+BINDER_STEPS ?= install run
 binder-check:
-	.ci/binder_check.sh
+	.ci/binder_check.sh $(BINDER_STEPS)
+
+binder-venv:
+	.ci/binder_check.sh install
 
 ## make browser-check: in JupyterLab in headless Chromium (/usr/bin/chromium), tutorial 1 runs,
 ## then the playground is driven through the page; both within 600 s.

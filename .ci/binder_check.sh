@@ -2,7 +2,15 @@
 # Emulates a Binder launch: a fresh venv from binder/requirements.txt (pip run from
 # the repository root, as Binder does), binder/postBuild, then every kernel started
 # through binder/start, which alone must give it 8 simulated CPU devices.
+#
+# Usage: .ci/binder_check.sh [install] [run]   (both when neither is named)
+#   install: the fresh venv (CI installs it in the background while the tests run)
+#   run: postBuild, its settings, and every notebook through binder/start, in that venv
 set -euo pipefail
+steps="${*:-install run}"
+for step in $steps; do
+  [[ "$step" == install || "$step" == run ]] || { echo "unknown step $step: install or run"; exit 2; }
+done
 cd "$(dirname "$0")/.."
 venv="${BINDER_VENV:-.venv-binder}"
 python="${PYTHON:-python3}"
@@ -18,11 +26,15 @@ if [[ "$want" != "$have" ]]; then
   exit 1
 fi
 
-rm -rf "$venv"
-"$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -r binder/requirements.txt
-echo "installed from binder/requirements.txt on Python $have"
+if [[ " $steps " == *" install "* ]]; then
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -r binder/requirements.txt
+  echo "installed $venv from binder/requirements.txt on Python $have"
+fi
+[[ " $steps " == *" run "* ]] || exit 0
+[[ -x "$venv/bin/jupyter" ]] || { echo "no $venv: run $0 install first"; exit 1; }
 
 PATH="$PWD/$venv/bin:$PATH" HOME="$work" bash binder/postBuild
 "$venv/bin/python" - <<'PY'

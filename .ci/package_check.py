@@ -26,6 +26,7 @@ import argparse
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -90,6 +91,23 @@ def run(command: Sequence[str | Path], cwd: Path, env: dict[str, str] | None = N
             f"{done.stdout[-4000:]}{done.stderr[-4000:]}"
         )
     return done.stdout
+
+
+def tracked_copy(root: Path, into: Path) -> Path:
+    """A copy in `into` of the files git tracks in `root`, to build from: setuptools writes
+    its egg-info folder (and ``build/``) into the tree it builds, so builds from copies
+    leave the checkout alone and may run at once (CI builds while the tests build).
+    Returns `into`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True
+    )
+    for name in filter(None, listed.stdout.split("\0")):
+        if not (root / name).is_file():  # deleted in the working tree, not yet committed
+            continue
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, target)
+    return into
 
 
 def tracked_package_files(root: Path) -> set[str]:
@@ -227,7 +245,8 @@ def check_everything(work: Path) -> None:
     started = time.monotonic()
     dist, venv, outside = work / "dist", work / "venv", work / "outside"
     outside.mkdir()
-    run([sys.executable, "-m", "build", "--outdir", dist, ROOT], cwd=ROOT)
+    source = tracked_copy(ROOT, work / "source")
+    run([sys.executable, "-m", "build", "--outdir", dist, source], cwd=source)
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
     run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], cwd=ROOT)

@@ -22,8 +22,9 @@ ROOT = Path(__file__).parents[1]
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    command = [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    source = package_check.tracked_copy(ROOT, tmp_path_factory.mktemp("source"))
+    command = [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=source)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
 
@@ -69,6 +70,29 @@ def test_the_wheel_and_sdist_hold_the_package_and_pass_the_import_check(
     done = _import_check(wheel, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "datarax.viz: imports" in done.stdout
+
+
+def test_the_build_copies_what_git_tracks_and_leaves_the_tree_alone(tmp_path: Path) -> None:
+    """The sdist and wheel are built from a copy of the tracked files: an untracked file
+    stays out, a tracked file deleted meanwhile is skipped, and the tree gains nothing."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "pkg").mkdir()
+    for name in ("pkg/kept.py", "pkg/deleted.py", "README.md"):
+        (tree / name).write_text(name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=tree, check=True)
+    subprocess.run([*git, "add", "."], cwd=tree, check=True)
+    (tree / "pkg" / "deleted.py").unlink()
+    (tree / "untracked.txt").write_text("not tracked")
+    before = sorted(path.relative_to(tree) for path in tree.rglob("*"))
+
+    copy = package_check.tracked_copy(tree, tmp_path / "copy")
+
+    copied = sorted(str(path.relative_to(copy)) for path in copy.rglob("*") if path.is_file())
+    assert copied == ["README.md", "pkg/kept.py"]
+    assert (copy / "pkg" / "kept.py").read_text() == "pkg/kept.py"
+    assert sorted(path.relative_to(tree) for path in tree.rglob("*")) == before
 
 
 def test_a_module_left_out_of_the_wheel_fails_both_checks(dist: Path, tmp_path: Path) -> None:
