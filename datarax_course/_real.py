@@ -8,9 +8,10 @@ These exercises then run the real thing and compare:
 compared with what `JaxProcessSharder.shard_data` gives that host.
 ``07.predicted_epoch``: the reader measures a source and a step they have not seen and
 predicts a loop's time, from two batches and two steps at most (the source and the step
-refuse more, so the prediction cannot be the loop timed); the checker then times the
-loop, through `prefetch_to_device` or not (the one checker whose right answer is a
-measurement, taken by whoever judges).
+refuse more, so the prediction cannot be the loop timed), three times, of which the
+median counts (a batch or a step stalled by a busy machine makes one prediction wrong, not
+the answer); the checker then times the loop, through `prefetch_to_device` or not (the
+one checker whose right answer is a measurement, taken by whoever judges).
 ``09.unread_rows``: the reader names the rows per-host pipelines leave unread when they
 stop together; the checker runs each host's `Pipeline` for the batches they agree on.
 ``10.backward_flops``: the reader asks XLA how many FLOPs a backward pass costs per row;
@@ -108,6 +109,7 @@ def _split_batch(answer: Any) -> Feedback:
 
 _LOOP_STEPS = 8
 _TIMED = 2  # batches, and steps, a prediction may take
+_PREDICTIONS = 3  # asked per loop; the median is judged, so one stalled batch does not decide
 _THE_LOOP = (
     f"the loop it predicts (batch {_TIMED + 1} of make_batches(), or call {_TIMED + 1} of step)"
 )
@@ -192,9 +194,16 @@ def _predicted_epoch(answer: Any) -> Feedback:
         for prefetch in (False, True)
     ]
     predicted = [  # every prediction made before any loop is timed
-        number(
-            call(answer, *_handed(input_ms, step_ms), _LOOP_STEPS, prefetch),
-            "your prediction",
+        float(
+            np.median(
+                [
+                    number(
+                        call(answer, *_handed(input_ms, step_ms), _LOOP_STEPS, prefetch),
+                        "your prediction",
+                    )
+                    for _ in range(_PREDICTIONS)
+                ]
+            )
         )
         for step_ms, input_ms, prefetch in cases
     ]
