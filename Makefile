@@ -71,9 +71,11 @@ $(STAMP): pyproject.toml grader/pyproject.toml
 venv: $(STAMP)
 
 # The library's and the course's tests and doctests; the grader's run once, in make stress.
-# make colab and make newest run the library's alone (the course's run once, in make test).
+# make colab and make newest run the library's alone: the course's run once, in make test,
+# as do the tests of the repository's files (layout, markers, the wheel's contents).
 LIBRARY_TESTS := tests datarax datarax_course
-CORE_TESTS := tests datarax --ignore=tests/course
+REPOSITORY_TESTS := tests/test_layout.py tests/test_markers.py tests/test_package_check.py
+CORE_TESTS := tests datarax --ignore=tests/course $(REPOSITORY_TESTS:%=--ignore=%)
 GRADER_TESTS := grader/tests grader/datarax_grader
 
 # make test runs copies of the notebooks in $(EXECUTED), written back with their outputs
