@@ -31,9 +31,8 @@ COLAB_PINS := jax==0.7.2 jaxlib==0.7.2 flax==0.11.2
 # On Python 3.11, ml_dtypes 0.7.0 (which jax imports) takes 0.6 s to load, 0.6.0 takes 0.1 s
 # (on Python 3.13, 0.7.0 takes 0.15 s): every host of a test's cluster, every worker and
 # every kernel imports jax, and the library's tests took 236 CPU seconds instead of 309 with
-# 0.6.0 (measured here). The venvs of
-# make test and make colab keep ml_dtypes below 0.7 on Python 3.11; make newest, make
-# package-check and Binder's venv install what pip resolves.
+# 0.6.0 (measured here). The venvs of make test and make colab keep ml_dtypes below 0.7 on
+# Python 3.11; make newest, make package-check and Binder's venv install what pip resolves.
 FAST_IMPORTS := "ml_dtypes<0.7; python_version < '3.12'"
 
 NEWEST_VENV ?= .venv-newest
@@ -142,8 +141,8 @@ colab-unit: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -c "import jax, flax; print('jax', jax.__version__, 'flax', flax.__version__)"
 	$(COLAB_VENV)/bin/python -m pytest $(LIBRARY_TESTS) $(UNIT) $(NOT_STRESS) -p no:cacheprovider
 
-## make colab: the library's tests (not the course's: the notebooks run its checks) and every
-## notebook, in one pytest run, on Colab's TPU runtime versions, Python 3.11.
+## make colab: the library's tests (CORE_TESTS: the notebooks run the course's checks) and
+## every notebook, in one pytest run, on Colab's TPU runtime versions, Python 3.11.
 colab: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -c "import sys, jax, jaxlib, flax; \
 	found = (sys.version_info[:2], jax.__version__, jaxlib.__version__, flax.__version__); \
@@ -165,7 +164,7 @@ newest-venv:
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
 		-e ".[tests,tutorials]" jax jaxlib flax
 
-## make newest: the library's tests (not the course's) and every notebook, in one pytest run,
+## make newest: the library's tests (CORE_TESTS) and every notebook, in one pytest run,
 ## on the newest jax and flax pip resolves, in $(NEWEST_VENV) on the newest Python here;
 ## prints the versions it tested. NEWEST_INSTALL= skips the install (CI installs it early).
 NEWEST_INSTALL ?= newest-venv
