@@ -173,6 +173,16 @@ def _timed_ms(make_batches: Any, step: Any, prefetch: bool) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+def _median_prediction(answer: Any, step_ms: float, input_ms: float, prefetch: bool) -> float:
+    """The median of `_PREDICTIONS` predictions of one loop, each on a fresh handed source
+    and step."""
+    predictions = [
+        number(call(answer, *_handed(input_ms, step_ms), _LOOP_STEPS, prefetch), "your prediction")
+        for _ in range(_PREDICTIONS)
+    ]
+    return float(np.median(predictions))
+
+
 def _close(predicted: float, measured: float) -> bool:
     return abs(predicted - measured) <= max(0.2 * measured, 25.0)
 
@@ -194,17 +204,7 @@ def _predicted_epoch(answer: Any) -> Feedback:
         for prefetch in (False, True)
     ]
     predicted = [  # every prediction made before any loop is timed
-        float(
-            np.median(
-                [
-                    number(
-                        call(answer, *_handed(input_ms, step_ms), _LOOP_STEPS, prefetch),
-                        "your prediction",
-                    )
-                    for _ in range(_PREDICTIONS)
-                ]
-            )
-        )
+        _median_prediction(answer, step_ms, input_ms, prefetch)
         for step_ms, input_ms, prefetch in cases
     ]
     if recording_now():  # the grader times the loops itself
