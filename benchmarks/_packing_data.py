@@ -40,16 +40,15 @@ def write_documents(folder: Path, lengths: np.ndarray, files: int, group_docs: i
 
 
 def time_plans(count: int, length: int) -> dict[str, Any]:
-    """Seconds (wall and CPU) to plan `count` documents each way, as `Packed` plans them,
-    in a random order."""
-    from datarax.pipeline._packing_plan import plan_concat, plan_first_fit
+    """Seconds (wall and CPU) to plan `count` documents each way in memory, as `Packed`
+    plans them over documents in memory, in a random order (a seed)."""
+    from datarax.pipeline.documents._plan import make_plan
 
     lengths = document_lengths(count, length, seed=2)
-    order = np.random.default_rng(3).permutation(count)
     timed: dict[str, Any] = {"documents": count, "length": length}
-    for method, plan in (("first_fit", plan_first_fit), ("concat", plan_concat)):
+    for method in ("first_fit", "concat"):
         start, cpu = time.perf_counter(), time.process_time()
-        made = plan(lengths, order, length)
+        made = make_plan(lengths, length, method, [3])
         seconds, cpu_s = time.perf_counter() - start, time.process_time() - cpu
         timed[method] = {
             "s": seconds,

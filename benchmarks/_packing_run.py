@@ -158,7 +158,7 @@ def _our_batches(spec: dict[str, Any]) -> Generator[dict[str, np.ndarray]]:
     from flax import nnx
 
     from datarax.pipeline import Documents, Packed, Pipeline
-    from datarax.pipeline._parquet_documents import _decoded
+    from datarax.pipeline.documents._parquet import _decoded
 
     documents = Documents(spec["files"], cache_dir=spec["cache_dir"])
     packed = Packed(documents, spec["length"], method=spec["method"])

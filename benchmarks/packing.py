@@ -37,7 +37,7 @@ candidate's own process (``VmHWM``) and its whole process tree, sampled every 0.
 here; a tree over ``--rss-limit-gb`` (20, at most 3/4 of the machine's memory) or a
 run over ``--timeout-s`` is killed and recorded as failed.
 
-Planning, after the candidates: ``plan_first_fit`` and ``plan_concat`` (what `Packed`
+Planning, after the candidates: ``make_plan`` each way (what `Packed`
 runs) on ``--plan-documents`` (10,000,000) lengths of the same distribution in a random
 order, timed in this process, no file involved.
 

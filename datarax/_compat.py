@@ -1,7 +1,8 @@
-"""Every use of a private JAX API, and every version shim, in one place.
+"""Every use of a private API (JAX's, and one of Hugging Face ``datasets``), and every
+version shim, in one place.
 
 Each entry is guarded: when the private name is gone, a public fallback takes over,
-and each says which JAX release would let it go.
+and each says which release would let it go.
 """
 
 from __future__ import annotations
@@ -108,3 +109,18 @@ def tpus_on_the_bus() -> int | None:
     except (OSError, TypeError, ValueError):  # no sysfs, or another answer than it had
         return None
     return int(chips) * (2 if getattr(version, "name", "") in ("v2", "v3") else 1)
+
+
+def dataset_rows(dataset: Any) -> tuple[Any, Any]:
+    """A Hugging Face ``datasets.Dataset`` and the rows of its Arrow table it reads, in
+    order (``select`` and ``shuffle`` leave such a mapping), as a numpy array; None for
+    the rows when it reads its table as it is.
+
+    ``datasets`` keeps the mapping in the private ``_indices`` (datasets 2 to 5) and has
+    no public view of it. Where that attribute is gone, the dataset comes back from
+    ``flatten_indices()`` (public), its rows written out in order: a copy of its table.
+    """
+    if not hasattr(dataset, "_indices"):
+        return dataset.flatten_indices(), None
+    mapping = dataset._indices
+    return dataset, None if mapping is None else mapping.column(0).to_numpy()

@@ -434,7 +434,8 @@ class DocumentFileNotFoundError(DataraxError, FileNotFoundError):
 
 class DocumentFormatError(DataraxError, ValueError):
     """A file given as documents is of a format `Documents` does not read (told by its
-    extension).
+    extension), or is not what its format says (an index of Megatron's format of another
+    magic, version or dtype code, a ``.bin`` shorter than its index, a damaged manifest).
 
     Attributes:
         path: the file.
@@ -443,3 +444,16 @@ class DocumentFormatError(DataraxError, ValueError):
     def __init__(self, message: str, *, path: str):
         super().__init__(message)
         self.path = path
+
+
+class StoreWriteError(DataraxError, RuntimeError):
+    """`write_documents` failed on another process of the cluster; the process where it
+    failed raises its own error, and every process leaves the store unwritten.
+
+    Attributes:
+        process: the process where it failed.
+    """
+
+    def __init__(self, message: str, *, process: int):
+        super().__init__(message)
+        self.process = process

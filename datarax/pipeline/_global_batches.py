@@ -15,6 +15,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
+from datarax.pipeline._permutation import Permutation
 from datarax.pipeline._sources import Rows
 from datarax.sharding._checks import leaf_name
 from datarax.sharding._global_arrays import CheckedSignatures, make_global
@@ -60,13 +61,13 @@ class GlobalBatches:
             self._positions[rows] = blocks_to_index(mine)
         return self._positions[rows]
 
-    def rows(self, order: np.ndarray | None, start: int, stop: int) -> Rows:
+    def rows(self, order: Permutation | None, start: int, stop: int) -> Rows:
         """The source rows this host reads of the batch ``order[start:stop]``, in order."""
         positions = self.positions(stop - start)
         if isinstance(positions, slice):
             shifted = slice(start + positions.start, start + positions.stop)
             return shifted if order is None else order[shifted]
-        return start + positions if order is None else order[start:stop][positions]
+        return start + positions if order is None else order[start + positions]
 
     def _trailing_part(self, name: str, rows: int, shape: tuple[int, ...]) -> Index:
         """This host's part of dimensions 1+ of leaf `name`; empty when it holds them whole.

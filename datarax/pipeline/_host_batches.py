@@ -17,7 +17,6 @@ source and stages are pickled only once workers are chosen.
 from __future__ import annotations
 
 import math
-import os
 import time
 import weakref
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from datarax.pipeline._order import EpochOrder
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, read_rows
 from datarax.pipeline._stages import Stages
 from datarax.pipeline._timing import BatchTimes
-from datarax.pipeline.workers import HostWorkers, pickled_for_workers
+from datarax.pipeline.workers import HostWorkers, pickled_for_workers, usable_cores
 from datarax.sharding._exchange import FEEDING
 
 Batch = Any
@@ -91,13 +90,6 @@ class InWorkers:
 
     def batch(self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes) -> Batch:
         return self._workers.batch(epoch, index, end, next_end, self._order.rows, times)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def choose_workers(seconds: float, nbytes: int, cores: int) -> tuple[int, str]:

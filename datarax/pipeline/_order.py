@@ -1,10 +1,11 @@
 """The epoch order: which rows of the source batch k of epoch e holds.
 
-Without shuffle, the rows in order. With shuffle, a permutation drawn from the seed and
-the epoch alone (``np.random.default_rng([*seed, epoch])``), so every host built with
-the same ``rngs`` sees the same global order, and any epoch's order can be made again
-from the state. Batch k is ``order[k*B:(k+1)*B]``; a pipeline of global batches then
-keeps only the positions this host reads (`pick`).
+Without shuffle, the rows in order. With shuffle, a `Permutation` seeded by the seed and
+the epoch alone (``[*seed, epoch]``), so every host built with the same ``rngs`` sees the
+same global order, and any epoch's order can be made again from the state. It is
+computed per position, so a source of a billion rows costs no array of a billion
+entries. Batch k is ``order[k*B:(k+1)*B]``; a pipeline of global batches then keeps only
+the positions this host reads (`pick`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import jax
 import numpy as np
 from flax import nnx
 
+from datarax.pipeline._permutation import Permutation
 from datarax.pipeline._sources import Rows
 
-Pick = Callable[[np.ndarray | None, int, int], Rows]  # (order, start, stop) -> rows read here
+Pick = Callable[[Permutation | None, int, int], Rows]  # (order, start, stop) -> rows read here
 
 
 def shuffle_seed(rngs: nnx.Rngs | None, shuffle: bool) -> list[int] | None:
@@ -47,7 +49,7 @@ def shuffle_seed(rngs: nnx.Rngs | None, shuffle: bool) -> list[int] | None:
     return [int(word) for word in np.asarray(jax.random.key_data(key)).ravel()]
 
 
-def _all_rows(order: np.ndarray | None, start: int, stop: int) -> Rows:
+def _all_rows(order: Permutation | None, start: int, stop: int) -> Rows:
     return slice(start, stop) if order is None else order[start:stop]
 
 
@@ -65,19 +67,10 @@ class EpochOrder:
     ):
         self.length, self.batch_size, self.seed = length, batch_size, seed
         self._pick = pick or _all_rows
-        self._made: dict[int, np.ndarray] = {}  # the last two epochs' permutations
 
-    def order(self, epoch: int) -> np.ndarray | None:
+    def order(self, epoch: int) -> Permutation | None:
         """The row order of `epoch`; None without shuffle (rows in order)."""
-        if self.seed is None:
-            return None
-        if epoch not in self._made:
-            if len(self._made) >= 2:
-                del self._made[min(self._made)]
-            permutation = np.random.default_rng([*self.seed, epoch]).permutation(self.length)
-            permutation.flags.writeable = False  # shared by every batch of the epoch
-            self._made[epoch] = permutation
-        return self._made[epoch]
+        return None if self.seed is None else Permutation(self.length, [*self.seed, epoch])
 
     def rows(self, epoch: int, index: int) -> Rows:
         """The source rows of batch `index` of `epoch` that this host reads, in batch order."""

@@ -175,9 +175,10 @@ class Pipeline:
         return self.num_batches
 
     def epoch_order(self, epoch: int) -> np.ndarray | None:
-        """The row order of `epoch` (None when not shuffling: rows in order)."""
+        """The row order of `epoch` (None when not shuffling: rows in order), as one array
+        of `source_length` entries; the pipeline itself computes it batch by batch."""
         order = self._order.order(check_int("epoch", epoch, minimum=0))
-        return None if order is None else order.copy()
+        return None if order is None else order[:]
 
     def _state(self) -> PipelineState:
         seed = None if self._order.seed is None else tuple(self._order.seed)
@@ -209,7 +210,10 @@ class Pipeline:
 
     def __iter__(self) -> Iterator[Batch]:
         if self._workers.count:  # in a worker re-running a script with no main guard: leave
-            leave_if_importing_main(self._workers.count)
+            leave_if_importing_main(
+                f"iterates a Pipeline with workers={self._workers.count!r}, which would start "
+                "workers in every worker, without end"
+            )
         self._position.begin_iteration(self._state())
         return Epoch(self)
 

@@ -25,7 +25,9 @@ from datarax.errors import (
     DocumentFormatError,
     SourceFileChangedError,
 )
-from datarax.pipeline import Documents, _jsonl_documents, _parquet_documents
+from datarax.pipeline import Documents
+from datarax.pipeline.documents import _jsonl as _jsonl_documents
+from datarax.pipeline.documents import _parquet as _parquet_documents
 
 ROW_GROUP = 16
 Refused = TypeVar("Refused", bound=Exception)
@@ -459,7 +461,7 @@ def test_nulls_in_parquet_are_named(values: list[Any], match: str, tmp_path: Pat
         ([[1, 2]], ValueError, r"lengths must be 1-D.*shape \(1, 2\)"),
         ([1, -2, 3], ValueError, r"lengths\[1\] is -2"),
         ([1.0, 2.0, 3.0], TypeError, "lengths must hold integers.*float64"),
-        ([1, 2], ValueError, "lengths has 2 entries, but .* holds 3 documents"),
+        ([1, 2], ValueError, "lengths has 2 entries for 3 documents"),
     ],
 )
 def test_lengths_passed_are_checked(
@@ -473,7 +475,7 @@ def test_lengths_passed_are_checked(
 def test_bad_indices_and_data_are_refused() -> None:
     docs = Documents(DOCS)
     for index in (len(DOCS), -len(DOCS) - 1):
-        with pytest.raises(IndexError, match=f"Document index {index} is out of range"):
+        with pytest.raises(IndexError, match=f"Index {index} is out of range for 100 documents"):
             docs[index]
     with pytest.raises(IndexError, match="out of range"):
         docs.read([0, 1000])
@@ -481,9 +483,9 @@ def test_bad_indices_and_data_are_refused() -> None:
         docs[True]
     indices: Any
     for indices in ([[0]], [0.5], 0):
-        with pytest.raises(TypeError, match="indices must be a 1-D sequence of ints"):
+        with pytest.raises(TypeError, match="Indices of documents must be a 1-D sequence of ints"):
             docs.read(indices)
-    _refused(TypeError, "data must be a Parquet or JSON Lines path", 42)
+    _refused(TypeError, "data must be a documents file or token store", 42)
     _refused(TypeError, "field must be a string", DOCS, field=3)
 
 

@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 from datarax.pipeline import Documents, Packed, Pipeline
-from datarax.pipeline._packing_plan import plan_first_fit
+from datarax.pipeline.documents._plan import make_plan
 
 
 def _documents(lengths: np.ndarray) -> Documents:
@@ -34,6 +34,9 @@ class NoReading:
 
     def __getitem__(self, index: int) -> np.ndarray:
         raise AssertionError("the plan read a document")
+
+    def read(self, indices: np.ndarray) -> list[np.ndarray]:
+        raise AssertionError("the plan read documents")
 
 
 def _check_rows(packed: Packed, lengths: np.ndarray) -> list[dict[str, np.ndarray]]:
@@ -95,8 +98,7 @@ def test_first_fit_fills_its_rows_and_plans_a_million_documents_small() -> None:
     lengths = _lognormal(20_000, 2048)
     assert Packed(NoReading(lengths), 2048).fill >= 0.95
     many = _lognormal(1_000_000, 2048, seed=1)
-    order = np.arange(len(many))
-    plan = plan_first_fit(many, order, 2048)
+    plan = make_plan(many, 2048, "first_fit", None)
     assert plan.nbytes / len(many) <= 16
     assert Packed(NoReading(many), 2048, method="concat").plan.nbytes / len(many) <= 16
 
@@ -139,6 +141,9 @@ def test_a_document_changed_after_planning_is_named() -> None:
         def __getitem__(self, index: int) -> np.ndarray:
             return np.arange([5, 4][index])
 
+        def read(self, indices: np.ndarray) -> list[np.ndarray]:
+            return [self[int(i)] for i in indices]
+
     packed = Packed(Grown(np.array([5, 3])), 8)
     with pytest.raises(ValueError, match="Document 1 has shape"):
         packed[0]
@@ -156,7 +161,7 @@ def test_bad_arguments_are_named() -> None:
         Packed([np.arange(3)], 8)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"rngs must be an nnx\.Rngs"):
         Packed(docs, 8, rngs=0)  # type: ignore[arg-type]
-    with pytest.raises(IndexError, match="row 9 is out of range for 1 packed rows"):
+    with pytest.raises(IndexError, match="Index 9 is out of range for 1 packed rows"):
         Packed(docs, 8)[9]
 
 

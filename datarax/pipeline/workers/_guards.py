@@ -64,20 +64,18 @@ def _script(main_name: str) -> str:
     return str(path) if path else "the script"
 
 
-def leave_if_importing_main(workers: int | str) -> None:
+def leave_if_importing_main(doing: str) -> None:
     """Ends this process, with `NO_MAIN_GUARD_EXIT`, when it is a child still importing
-    its parent's script: a pipeline with `workers` iterated there would start workers
-    in every worker."""
+    its parent's script, whose code is `doing` what must not happen there, e.g.
+    ``"iterates a Pipeline with workers=2, which would start workers in every worker"``."""
     if not importing_main():
         return
     message = (
         f"datarax: this process was started by multiprocessing (a pipeline worker, say) "
         f"and runs the top-level code of {_script('__mp_main__')} again, as every such "
-        f"process does on starting, and that code iterates a Pipeline with "
-        f"workers={workers!r}, which would start workers in every worker, without end. Put "
-        f"the script's code under `{_MAIN_GUARD}` (functions and classes the stages use "
-        f"may stay at the top), or use workers=0. This process exits with code "
-        f"{NO_MAIN_GUARD_EXIT}.\n"
+        f"process does on starting, and that code {doing}. Put the script's code under "
+        f"`{_MAIN_GUARD}` (functions and classes the stages use may stay at the top), or "
+        f"use workers=0. This process exits with code {NO_MAIN_GUARD_EXIT}.\n"
     )
     for stream in (sys.stdout, sys.stderr):
         try:

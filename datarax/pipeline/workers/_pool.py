@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import concurrent.futures
 import contextlib
 import itertools
 import multiprocessing
@@ -52,6 +53,21 @@ _PRELOAD = ["datarax.pipeline.workers._preload", "datarax.pipeline.workers._work
 _open: weakref.WeakSet[HostWorkers] = weakref.WeakSet()  # pools to close at exit
 Key = tuple[int, int]  # (epoch, batch)
 RowsOf = Callable[[int, int], Rows]  # the rows of batch k of epoch e
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def task_pool(count: int) -> concurrent.futures.ProcessPoolExecutor:
+    """`count` processes for one-off jobs (a store's shards written, a plan's blocks),
+    forked from the forkserver that starts a pipeline's workers, so JAX runs on CPU in
+    each; the caller closes it (``with task_pool(n) as pool:``)."""
+    _context.set_forkserver_preload(_PRELOAD)
+    return concurrent.futures.ProcessPoolExecutor(count, mp_context=_context)
 
 
 @dataclass

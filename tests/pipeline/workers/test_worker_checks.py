@@ -152,7 +152,7 @@ def test_a_process_leaves_only_while_importing_its_parents_script(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert not importing_main()
-    leave_if_importing_main(2)  # this process is no child: nothing happens
+    leave_if_importing_main("iterates")  # this process is no child: nothing happens
     process = multiprocessing.current_process()
     monkeypatch.setattr(process, "_inheriting", True, raising=False)  # as multiprocessing sets it
     assert importing_main()

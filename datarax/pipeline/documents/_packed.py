@@ -1,6 +1,6 @@
 """`Packed`: fixed-length rows of tokens packed from documents of every length.
 
-The plan (`datarax.pipeline._packing_plan`) is computed from the documents' lengths
+The plan (`datarax.pipeline.documents._plan`) is computed from the documents' lengths
 alone, the same on every host, so a packed row is a random-access record: a `Pipeline`
 over it has one global order, each host reads only the documents of its rows, workers
 make rows ahead, and its state resumes on any number of processes.
@@ -8,9 +8,8 @@ make rows ahead, and its state resumes on any number of processes.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 from flax import nnx
@@ -18,60 +17,19 @@ from flax import nnx
 from datarax._validate import check_int, check_str
 from datarax.errors import SourceChangedError
 from datarax.pipeline._order import shuffle_seed
-from datarax.pipeline._packing_plan import ConcatPlan, PackingPlan, plan_concat, plan_first_fit
+from datarax.pipeline.documents._contract import (
+    DocumentSource,
+    many_indices,
+    one_index,
+    source_lengths,
+)
+from datarax.pipeline.documents._plan import ConcatPlan, PackingPlan, make_plan
+from datarax.pipeline.documents._saved_plans import saved_plan
 
 Method = Literal["first_fit", "concat"]
-_PLANS = {"first_fit": plan_first_fit, "concat": plan_concat}
+_METHODS = ("first_fit", "concat")
 _INT32 = np.iinfo(np.int32)
-
-
-class DocumentSource(Protocol):
-    """What `Packed` and `Mixture` read: documents by index, and all their lengths."""
-
-    @property
-    def lengths(self) -> np.ndarray: ...
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, index: int) -> np.ndarray: ...
-
-
-def check_documents(name: str, documents: Any) -> np.ndarray:
-    """The lengths of `documents` (a `Documents`, a `Mixture` or alike) as int64, checked.
-
-    Raises:
-        TypeError: `documents` has no ``lengths``, ``__len__`` and ``__getitem__``.
-        ValueError: its lengths are not one non-negative integer a document.
-    """
-    if not all(hasattr(documents, attr) for attr in ("lengths", "__len__", "__getitem__")):
-        raise TypeError(
-            f"{name} must be documents with lengths (datarax.pipeline.Documents or Mixture), "
-            f"got {type(documents).__name__}; wrap a list of token arrays as "
-            "Documents(the_list)."
-        )
-    lengths = np.asarray(documents.lengths)
-    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(
-            f"{name}.lengths must be a 1-D integer array, got {lengths.dtype} of shape "
-            f"{lengths.shape}."
-        )
-    if len(lengths) != len(documents):
-        raise ValueError(
-            f"{name} has {len(documents)} documents but {len(lengths)} lengths; they must "
-            "match, one length a document."
-        )
-    if len(lengths) and lengths.min() < 0:
-        raise ValueError(f"{name}.lengths has a negative length at {int(lengths.argmin())}.")
-    return lengths.astype(np.int64, copy=False)
-
-
-def read_documents(documents: Any, indices: np.ndarray) -> list[np.ndarray]:
-    """Documents `indices`, through ``documents.read`` when it has one (one pass over the
-    files it needs), else one ``__getitem__`` each."""
-    read = getattr(documents, "read", None)
-    if callable(read):
-        return list(read(indices))  # type: ignore[call-overload]
-    return [documents[int(i)] for i in indices]
+_WHAT = "packed rows"
 
 
 class Packed:
@@ -83,31 +41,37 @@ class Packed:
     their segment ids are equal and non-zero.
 
     ``method="first_fit"`` keeps every document no longer than `length` whole in one
-    row and cuts longer ones into rows of `length` plus a shorter last piece; pieces are
-    placed longest first into the fullest row with room (first-fit decreasing), so rows
-    are numbered longest documents first: shuffle them in the `Pipeline`
-    (``shuffle=True``) or pass `rngs`. ``method="concat"`` lays the documents back to
-    back and cuts where rows end: every row is full but the last. With `rngs`, the
-    documents are put in a random order before packing (drawn from `rngs` as a
-    pipeline's shuffle is), and ``first_fit`` rows in a random order after it.
+    row and cuts longer ones into rows of `length` plus a shorter last piece; each block
+    of 1,048,576 documents is packed on its own, its pieces placed longest first into the
+    fullest row with room (first-fit decreasing), so rows are numbered longest documents
+    first: shuffle them in the `Pipeline` (``shuffle=True``) or pass `rngs`.
+    ``method="concat"`` lays the documents back to back and cuts where rows end: every
+    row is full but the last. With `rngs`, the documents are put in a random order
+    before packing (drawn from `rngs` as a pipeline's shuffle is), and ``first_fit`` rows
+    are read in a random order after it.
 
-    The plan is computed here from ``documents.lengths`` alone (no document is read)
-    and is the same wherever the same documents and arguments are given: a pickled
-    `Packed` carries the documents and arguments, and plans again where it is unpickled.
-    Empty documents have no tokens to place and are left out (`empty_documents` counts
-    them). Reading a row checks each document it reads against its planned length.
+    The plan is computed from ``documents.lengths`` alone (no document is read) and is
+    the same wherever the same documents and arguments are given. Where it lives, by one
+    rule: over a `Documents` of indexed files only (token stores, Megatron pairs, flat
+    token files) it is computed once, on every core, kept in files (in the store's
+    ``plans`` folder when the documents are one store and it can be written, else in the
+    documents' ``cache_dir``) and memory-mapped by every process that packs the same
+    files the same way, workers included; over anything else it is computed here in
+    memory, and again where a pickled copy is unpickled. Empty documents have no tokens
+    to place and are left out (`empty_documents` counts them). Reading a row checks each
+    document it reads against its planned length.
 
     Args:
-        documents: a `Documents` or `Mixture` (anything with ``lengths``, ``__len__`` and
-            ``__getitem__``; ``read(indices)`` is used when there).
+        documents: a `Documents` or `Mixture` (anything with ``lengths``, ``__len__``,
+            ``__getitem__`` and ``read(indices)``).
         length: tokens a row.
         method: ``"first_fit"`` or ``"concat"``.
         rngs: seeds the random order ('shuffle' stream, else 'default'); None keeps the
             documents' order.
 
     Raises:
-        TypeError: `documents` has no lengths, `length` is not an int, `rngs` is not an
-            ``nnx.Rngs``.
+        TypeError: `documents` is no documents source, `length` is not an int, `rngs` is
+            not an ``nnx.Rngs``.
         ValueError: `length` < 1, an unknown `method`, lengths that are not one
             non-negative integer a document.
 
@@ -130,22 +94,20 @@ class Packed:
         rngs: nnx.Rngs | None = None,
     ):
         self._documents = documents
-        self._lengths = check_documents("documents", documents)
+        self._lengths = source_lengths("documents", documents)
         self._length = check_int("length", length, meaning="tokens a row")
-        self._method: Method = check_str("method", method, choices=tuple(_PLANS))  # type: ignore[assignment]
+        self._method: Method = check_str("method", method, choices=_METHODS)  # type: ignore[assignment]
         self._seed = shuffle_seed(rngs, rngs is not None)
         self._plan = self._make_plan()
 
     def _make_plan(self) -> PackingPlan | ConcatPlan:
-        count = len(self._lengths)
-        if self._seed is None:
-            order = np.arange(count)
-        else:
-            order = np.random.default_rng([*self._seed, 0]).permutation(count)
-        plan = _PLANS[self._method](self._lengths, order, self._length)
-        if self._seed is not None and isinstance(plan, PackingPlan):
-            plan = _rows_shuffled(plan, np.random.default_rng([*self._seed, 1]))
-        return plan
+        arguments = (self._length, self._method, self._seed)
+        home: Any = getattr(self._documents, "_plan_home", None)
+        where = home() if home is not None else None
+        if where is None:
+            return make_plan(self._lengths, *arguments)
+        identity, roots = where
+        return saved_plan(self._documents, self._lengths, identity, roots, arguments)
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -158,7 +120,7 @@ class Packed:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._documents, self._length = state["documents"], state["length"]
         self._method, self._seed = state["method"], state["seed"]
-        self._lengths = check_documents("documents", self._documents)
+        self._lengths = source_lengths("documents", self._documents)
         self._plan = self._make_plan()
 
     documents = property(lambda self: self._documents, doc="The documents packed.")
@@ -184,12 +146,6 @@ class Packed:
     def __len__(self) -> int:
         return len(self._plan)
 
-    def _row_index(self, row: Any) -> int:
-        index = operator.index(row)
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"row {index} is out of range for {len(self)} packed rows.")
-        return index % len(self)
-
     def pieces(self, row: int) -> dict[str, np.ndarray]:
         """Row `row`'s pieces: ``document``, ``start`` (in the document), ``offset`` (in
         the row) and ``size``, each one entry a piece.
@@ -198,7 +154,7 @@ class Packed:
             >>> Packed(Documents([np.arange(3), np.arange(2)]), 4).pieces(1)["document"]
             array([1], dtype=int32)
         """
-        doc, start, offset, size = self._plan.pieces_of(self._row_index(row))
+        doc, start, offset, size = self._plan.pieces_of(one_index(row, len(self), _WHAT))
         return {"document": doc, "start": start, "offset": offset, "size": size}
 
     def documents_of(self, rows: Iterable[int] | np.ndarray) -> np.ndarray:
@@ -208,18 +164,22 @@ class Packed:
             >>> Packed(Documents([np.arange(3), np.arange(3)]), 4).documents_of([0])
             array([0])
         """
-        docs = [self._plan.pieces_of(self._row_index(r))[0] for r in np.asarray(rows).ravel()]
-        return np.unique(np.concatenate(docs)).astype(np.int64) if docs else np.empty(0, np.int64)
+        asked = many_indices(np.asarray(rows).ravel(), len(self), _WHAT)
+        docs = [self._plan.pieces_of(int(row))[0] for row in asked]
+        return np.unique(np.concatenate([np.empty(0, np.int64), *docs])).astype(np.int64)
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         """Row `index` (negative counts from the end)."""
-        return self.__getitems__([index])[0]
+        return self._rows([one_index(index, len(self), _WHAT)])[0]
 
     def __getitems__(self, rows: Iterable[int]) -> list[dict[str, np.ndarray]]:
         """Rows `rows`, reading each document they need once."""
-        plans = [self._plan.pieces_of(self._row_index(r)) for r in rows]
-        wanted = np.unique(np.concatenate([p[0] for p in plans] or [np.empty(0, np.int64)]))
-        read = dict(zip(map(int, wanted), read_documents(self._documents, wanted), strict=True))
+        return self._rows(many_indices(rows, len(self), _WHAT).tolist())
+
+    def _rows(self, rows: list[int]) -> list[dict[str, np.ndarray]]:
+        plans = [self._plan.pieces_of(row) for row in rows]
+        wanted = np.unique(np.concatenate([np.empty(0, np.int64), *(p[0] for p in plans)]))
+        read = dict(zip(wanted.tolist(), self._documents.read(wanted), strict=True))
         for doc, tokens in read.items():
             read[doc] = self._checked(doc, tokens)
         return [self._row(read, *plan) for plan in plans]
@@ -234,7 +194,7 @@ class Packed:
                 built=int(self._lengths[doc]),
                 now=int(tokens.size),
             )
-        if tokens.dtype.itemsize > 4 and len(tokens):
+        if not np.can_cast(tokens.dtype, np.int32) and len(tokens):
             low, high = int(tokens.min()), int(tokens.max())
             if low < _INT32.min or high > _INT32.max:
                 raise ValueError(
@@ -260,15 +220,3 @@ class Packed:
             segments[offset : offset + size] = segment
             positions[offset : offset + size] = np.arange(size)
         return {"tokens": tokens, "segment_ids": segments, "positions": positions}
-
-
-def _rows_shuffled(plan: PackingPlan, rng: np.random.Generator) -> PackingPlan:
-    """`plan` with its rows in a random order (each row's pieces unchanged)."""
-    rows = len(plan)
-    new_order = rng.permutation(rows)
-    counts = np.diff(plan.row_starts)[new_order]
-    row_starts = np.zeros(rows + 1, plan.row_starts.dtype)
-    np.cumsum(counts, out=row_starts[1:])
-    take = np.repeat(plan.row_starts[:-1][new_order] - row_starts[:-1], counts)
-    take = take + np.arange(len(take))
-    return PackingPlan(plan.doc[take], plan.start[take], row_starts, plan.length, plan.lengths)

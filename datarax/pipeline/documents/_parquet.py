@@ -12,14 +12,15 @@ when a Parquet file is given (it imports pyarrow).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datarax._caches import BoundedCache
-from datarax.pipeline._arrow_documents import check_column, copies, list_lengths, split_documents
-from datarax.pipeline._document_index import Index, IndexedFile
+from datarax.pipeline.documents._arrow import check_column, copies, list_lengths, split_documents
+from datarax.pipeline.documents._index import Index, IndexedFile
 
 # (path, stamp, field, row group) -> (flat tokens, offsets): decoded row groups, up to
 # 256 MiB in each process, so that a file of that size is decoded once, however its
@@ -76,6 +77,23 @@ class ParquetFile(IndexedFile):
             decoded = split_documents(column, np.arange(start, stop) + self.first, self.path)
             _decoded.put(key, decoded)
         return decoded
+
+    def stream(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Documents ``[start, stop)`` of this file in order, a row group at a time, as
+        (tokens back to back, lengths); the groups are decoded and not kept."""
+        boundaries = self.index["boundaries"]
+        first = int(np.searchsorted(boundaries, start, side="right")) - 1
+        with pq.ParquetFile(self.path) as file:
+            for group in range(first, len(boundaries) - 1):
+                low, high = int(boundaries[group]), int(boundaries[group + 1])
+                if low >= stop:
+                    break
+                column = read_row_group(file, group, self.field)
+                values, offsets = split_documents(
+                    column, np.arange(low, high) + self.first, self.path
+                )
+                begin, end = max(start, low) - low, min(stop, high) - low
+                yield values[offsets[begin] : offsets[end]], np.diff(offsets[begin : end + 1])
 
     def _read(self, local: np.ndarray) -> list[np.ndarray]:
         boundaries = self.index["boundaries"]

@@ -14,8 +14,8 @@ from array import array
 import numpy as np
 
 from datarax.errors import DocumentError
-from datarax.pipeline._document_index import Index, IndexedFile
-from datarax.pipeline._document_values import as_document, where
+from datarax.pipeline.documents._index import Index, IndexedFile
+from datarax.pipeline.documents._values import as_document, where
 
 
 def _parse(line: bytes, index: int, field: str, path: str, place: str) -> np.ndarray:

@@ -8,7 +8,6 @@ mixture is a random-access source like any other.
 from __future__ import annotations
 
 import math
-import operator
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -18,7 +17,13 @@ from flax import nnx
 
 from datarax._validate import check_number
 from datarax.pipeline._order import shuffle_seed
-from datarax.pipeline._packed import DocumentSource, check_documents, read_documents
+from datarax.pipeline.documents._contract import (
+    CheckedLengths,
+    DocumentSource,
+    many_indices,
+    one_index,
+    source_lengths,
+)
 
 Weights = Mapping[str, float] | Sequence[float]
 
@@ -86,7 +91,7 @@ def _checked_skip(skip: Any, names: list[str], counts: list[int]) -> list[np.nda
     return result
 
 
-class Mixture:
+class Mixture(CheckedLengths):
     """Documents of several sources in proportion to `weights`, in an order fixed by `rngs`.
 
     Each source's documents are visited in a random order of their own (drawn from `rngs`
@@ -140,7 +145,7 @@ class Mixture:
         self._names = [str(name) for name in sources]
         self._sources = [sources[name] for name in sources]
         self._source_lengths = [
-            check_documents(f"sources[{name!r}]", source)
+            source_lengths(f"sources[{name!r}]", source)
             for name, source in zip(self._names, self._sources, strict=True)
         ]
         self._weights = _checked_weights(self._names, weights)
@@ -184,9 +189,9 @@ class Mixture:
         )
         self._source, self._doc = source[by_time], doc[by_time]
         lengths = np.empty(len(self._doc), np.int64)
-        for s, source_lengths in enumerate(self._source_lengths):
+        for s, of_source in enumerate(self._source_lengths):
             mine = self._source == s
-            lengths[mine] = source_lengths[self._doc[mine]]
+            lengths[mine] = of_source[self._doc[mine]]
         lengths.flags.writeable = False
         self._lengths = lengths
 
@@ -203,7 +208,7 @@ class Mixture:
         self._names, self._sources = state["names"], state["sources"]
         self._weights, self._skip, self._seed = state["weights"], state["skip"], state["seed"]
         self._source_lengths = [
-            check_documents(f"sources[{name!r}]", source)
+            source_lengths(f"sources[{name!r}]", source)
             for name, source in zip(self._names, self._sources, strict=True)
         ]
         self._schedule()
@@ -223,20 +228,10 @@ class Mixture:
         return len(self._doc)
 
     def _index(self, index: Any) -> int:
-        return int(self._picked([operator.index(index)])[0])
+        return one_index(index, len(self), "documents of the mixture")
 
     def _picked(self, indices: Iterable[int] | np.ndarray) -> np.ndarray:
-        """`indices` as positions in [0, len) (negatives count from the end), checked at once."""
-        asked = np.asarray(indices if isinstance(indices, np.ndarray) else list(indices)).ravel()
-        if asked.size and asked.dtype.kind not in "iu":
-            raise TypeError(f"document indices must be ints, got dtype {asked.dtype}.")
-        asked = asked.astype(np.int64)
-        wrong = np.flatnonzero((asked < -len(self)) | (asked >= len(self)))
-        if wrong.size:
-            raise IndexError(
-                f"document {asked[wrong[0]]} is out of range for a mixture of {len(self)}."
-            )
-        return asked % len(self)
+        return many_indices(indices, len(self), "documents of the mixture")
 
     def source_of(self, index: int) -> str:
         """The name of the source document `index` comes from."""
@@ -268,8 +263,6 @@ class Mixture:
         for s, source in enumerate(self._sources):
             where = np.flatnonzero(sources == s)
             if len(where):
-                for k, tokens in zip(
-                    where, read_documents(source, self._doc[picked[where]]), strict=True
-                ):
+                for k, tokens in zip(where, source.read(self._doc[picked[where]]), strict=True):
                     out[k] = tokens
         return out

@@ -9,14 +9,22 @@ written means no caching, never an error.
 
 `IndexedFile` is what a file of one format builds on: its copy in a worker process
 pickles only the path, field, stamp and cache folder, and reloads the index there.
+
+Indexes that are read by memory map (a flat token file's, the lengths of several indexed
+files in one array, a packing plan) are folders of files instead: `cached_folder` makes
+one once, in a temporary folder moved into place, beside a ``key`` file that says what it
+was made from; a folder whose key differs is made again.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -107,6 +115,69 @@ def save_index(
         if temporary is not None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+
+
+def read_key(folder: str) -> str | None:
+    """The key a cached folder was made for; None where it has none (or is no folder)."""
+    try:
+        with open(os.path.join(folder, "key"), encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def cached_folder(cache_dir: str, name: str, key: str, make: Callable[[str], None]) -> str:
+    """The folder `name` of `cache_dir` once it holds what `make(folder)` writes for `key`:
+    kept from an earlier call with the same key, else made now. Where `cache_dir` cannot
+    be written, it is made in a temporary folder removed when this process exits.
+
+    Raises:
+        whatever `make` raises (nothing is left behind then).
+    """
+    folder = os.path.join(cache_dir, name)
+    if read_key(folder) == key:
+        return folder
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        making, in_cache = tempfile.mkdtemp(dir=cache_dir, suffix=".tmp"), True
+    except OSError:
+        making, in_cache = tempfile.mkdtemp(prefix="datarax-index-"), False
+        atexit.register(shutil.rmtree, making, True)
+    try:
+        make(making)
+        with open(os.path.join(making, "key"), "w", encoding="utf-8") as file:
+            file.write(key)
+    except BaseException:
+        shutil.rmtree(making, ignore_errors=True)
+        raise
+    return _moved_into_place(making, folder, key) if in_cache else making
+
+
+def _moved_into_place(made: str, folder: str, key: str) -> str:
+    """`made` renamed to `folder` (a stale `folder` moved out of the way first), or the
+    `folder` another process made from the same key a moment ago."""
+    if os.path.exists(folder):
+        stale = tempfile.mkdtemp(dir=os.path.dirname(folder), suffix=".old")
+        with contextlib.suppress(OSError):
+            os.replace(folder, os.path.join(stale, "entry"))
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.rename(made, folder)
+    except OSError:
+        if read_key(folder) != key:
+            return made  # another key arrived meanwhile: this process keeps its own
+        shutil.rmtree(made, ignore_errors=True)
+    return folder
+
+
+def entry_name(*parts: object) -> str:
+    """A cache entry's name, from what identifies it (not what makes it stale).
+
+    Example:
+        >>> len(entry_name("flat", "/data/tokens.npy"))
+        32
+    """
+    return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:32]
 
 
 class IndexedFile:

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from datarax._compat import dataset_rows
 from datarax.errors import DocumentError, DocumentFieldError
-from datarax.pipeline._document_values import check_count, read_only, where
+from datarax.pipeline.documents._contract import check_lengths
+from datarax.pipeline.documents._values import read_only, where
 
 
 def check_column(schema: pa.Schema, field: str, path: str | None, what: str) -> pa.DataType:
@@ -91,7 +93,8 @@ def split_documents(
     offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     flat = [chunk.flatten().to_numpy() for chunk in column.chunks]
-    values = flat[0] if len(flat) == 1 else np.concatenate([np.zeros(0, np.int64), *flat])
+    empty = np.zeros(0, column.type.value_type.to_pandas_dtype())  # the column's own dtype
+    values = flat[0] if len(flat) == 1 else np.concatenate([empty, *flat])
     return values, offsets
 
 
@@ -108,25 +111,19 @@ class DatasetDocuments:
     its indices mapping, after ``select`` or ``shuffle``)."""
 
     def __init__(self, dataset: Any, field: str, lengths: np.ndarray | None):
-        self.dataset, self.field = dataset, field
-        self._rows: np.ndarray | None = None
+        self.dataset, self._rows = dataset_rows(dataset)
+        self.field = field
         check_column(dataset.data.schema, field, None, "the dataset")
         if lengths is None:
             everything = np.arange(len(dataset))
             lengths = list_lengths(self._column(everything), everything, None)
-        else:
-            check_count(lengths, len(dataset), "the dataset")
-        self.lengths = read_only(lengths)
+        self.lengths = check_lengths(lengths, count=len(dataset))
 
     def _column(self, indices: np.ndarray) -> pa.ChunkedArray:
         """The rows of the field's column that hold documents `indices`."""
         column = self.dataset.data.column(self.field)
-        mapping = getattr(self.dataset, "_indices", None)  # set by select, shuffle, ...
-        if mapping is not None:
-            rows = self._rows
-            if rows is None:
-                rows = self._rows = mapping.column(0).to_numpy()
-            indices = rows[indices]
+        if self._rows is not None:
+            indices = self._rows[indices]
         elif len(indices) == len(column) and np.array_equal(indices, np.arange(len(column))):
             return column
         return column.take(pa.array(indices))
@@ -136,4 +133,8 @@ class DatasetDocuments:
         return copies(values, offsets, range(len(indices)))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_rows": None}  # the dataset pickles its own mapping
+        return {"dataset": self.dataset, "field": self.field, "lengths": self.lengths}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.dataset, self._rows = dataset_rows(state["dataset"])  # it pickles its mapping
+        self.field, self.lengths = state["field"], state["lengths"]

@@ -1,8 +1,7 @@
 """What a document is: a read-only 1-D numpy array of integers, checked where it enters.
 
 Shared by every kind of `Documents`: `as_document` turns one record (an array, a list of
-ints, a dict holding the tokens) into a document or names what is wrong with it, and
-`check_lengths` validates lengths a caller passes.
+ints, a dict holding the tokens) into a document or names what is wrong with it.
 """
 
 from __future__ import annotations
@@ -82,41 +81,3 @@ def as_document(
         index=index,
         path=path,
     )
-
-
-def check_lengths(lengths: Any) -> np.ndarray:
-    """`lengths` as a read-only int64 array, once it is 1-D, integer and non-negative.
-
-    Raises:
-        TypeError: `lengths` does not hold integers.
-        ValueError: `lengths` is not 1-D, or holds a negative length.
-
-    Example:
-        >>> check_lengths([3, 0, 5])
-        array([3, 0, 5])
-    """
-    array = np.asarray(lengths)
-    if array.dtype.kind not in "iu" and array.size:
-        raise TypeError(
-            f"lengths must hold integers, one document's token count each, got dtype {array.dtype}."
-        )
-    if array.ndim != 1:
-        raise ValueError(f"lengths must be 1-D, one entry per document, got shape {array.shape}.")
-    negative = np.flatnonzero(array < 0)
-    if negative.size:
-        first = int(negative[0])
-        raise ValueError(
-            f"lengths[{first}] is {array[first]}; a document's length cannot be negative."
-        )
-    if array.dtype.kind == "u" and array.size and array.max() >= 2**63:
-        raise ValueError(f"lengths holds {array.max()}, more tokens than int64 counts.")
-    return read_only(array.astype(np.int64))
-
-
-def check_count(lengths: np.ndarray, count: int, what: str) -> None:
-    """Raises ValueError unless `lengths` has one entry for each of `count` documents."""
-    if len(lengths) != count:
-        raise ValueError(
-            f"lengths has {len(lengths)} entries, but {what} holds {count} documents; pass "
-            "one length per document, in order, or leave lengths=None to read them."
-        )

@@ -1,0 +1,26 @@
+"""Language-model data: token documents, mixtures of them, and packed rows.
+
+`Documents` reads token documents of every length from token stores, Megatron-LM indexed
+datasets, flat token files, Parquet, JSON Lines, a Hugging Face dataset or a sequence;
+`write_documents` writes any of them as a token store, on every core and every host at
+once; `Mixture` draws documents from several sources by weight; `Packed` packs documents
+into fixed-length rows planned from their lengths alone. One module a job:
+
+- `_contract`: what a documents source is (``lengths``, ``len``, ``[i]``, ``read``), the
+  one rule for indices and the one rule for lengths;
+- `_values`: what a document is (1-D integers), checked where a record enters;
+- `_documents`: `Documents`, over `_files` (paths resolved, kinds told apart, documents
+  numbered across files), one module a file kind (`_store`, `_megatron`, `_flat`,
+  `_parquet`, `_jsonl`; `_arrow` for Parquet's columns and datasets), and `_index`
+  (indexes computed once and cached);
+- `_write`: `write_documents`;
+- `_mixture`: `Mixture`; `_packed`: `Packed`, its plans in `_plan` (in memory) and
+  `_saved_plans` (in files, memory-mapped).
+"""
+
+from datarax.pipeline.documents._documents import Documents as Documents
+from datarax.pipeline.documents._mixture import Mixture as Mixture
+from datarax.pipeline.documents._packed import Packed as Packed
+from datarax.pipeline.documents._write import write_documents as write_documents
+
+__all__ = ["Documents", "Mixture", "Packed", "write_documents"]

@@ -1,0 +1,318 @@
+"""Documents in files: paths and glob patterns resolved, one index a file, documents
+numbered across the files in the order given.
+
+What a path holds, by one rule each (one list may mix them):
+
+- a folder with a ``manifest.json``: a token store (`write_documents` writes one);
+- ``PREFIX.idx``, or a ``PREFIX`` that is no file while ``PREFIX.idx`` and ``PREFIX.bin``
+  are: a pair of Megatron's indexed format;
+- ``.parquet`` (needs pyarrow, the ``parquet`` extra): a column of lists of token ids;
+- ``.jsonl`` or ``.json``: one JSON object a line, its tokens under a field;
+- ``.npy``, or ``.bin`` given ``dtype=``: a flat token file, documents ending with
+  ``eos_id``.
+
+A glob pattern's matches are sorted; a Megatron pair matched by both its files counts
+once, and a pattern that matches no file but matches ``PATTERN.idx`` names prefixes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from datarax._extras import require
+from datarax.errors import DocumentFileNotFoundError, DocumentFormatError
+from datarax.pipeline.documents._contract import check_lengths
+from datarax.pipeline.documents._flat import open_flat
+from datarax.pipeline.documents._index import IndexedFile, cached_folder, entry_name
+from datarax.pipeline.documents._megatron import IndexedPair
+from datarax.pipeline.documents._store import has_shards, is_store, open_store
+from datarax.pipeline.documents._values import read_only
+
+_EXTENSIONS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".npy": "flat"}
+_READ = ".parquet, .jsonl, .json, .npy, .bin (with dtype=), .idx, a token store's folder"
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """One documents file: its kind and its path (a Megatron pair's prefix)."""
+
+    kind: str
+    path: str
+
+
+def is_files(data: Any) -> bool:
+    """Whether `data` names files: a path, or a list or tuple whose first item is one."""
+    if isinstance(data, (str, os.PathLike)):
+        return True
+    return (
+        isinstance(data, (list, tuple)) and bool(data) and isinstance(data[0], (str, os.PathLike))
+    )
+
+
+def _found(path: str, raw: bool) -> Found:
+    """What `path` (an existing file or folder) holds, by the rules of this module."""
+    lower = path.lower()
+    if os.path.isdir(path):
+        if is_store(path):
+            return Found("store", path)
+        if has_shards(path):
+            raise DocumentFileNotFoundError(
+                f"{path} holds shards but no manifest.json: a token store whose writing was "
+                "cut short. Write it again with write_documents(..., replace=True).",
+                pattern=path,
+            )
+        raise DocumentFileNotFoundError(
+            f"{path} is a folder, not a documents file or a token store; pass a glob such as "
+            f"{os.path.join(path, '*.parquet')!r} or a list of its files.",
+            pattern=path,
+        )
+    if lower.endswith(".idx"):
+        return Found("megatron", path[: -len(".idx")])
+    if lower.endswith(".bin") and not raw:
+        prefix = path[: -len(".bin")]
+        hint = (
+            f"it is half of a Megatron pair: pass its prefix {prefix!r}"
+            if os.path.isfile(prefix + ".idx")
+            else "pass dtype= (e.g. np.uint16) and eos_id= to read it as a flat token file"
+        )
+        raise DocumentFormatError(f"{path} is raw tokens: {hint}.", path=path)
+    kind = "flat" if lower.endswith(".bin") else _EXTENSIONS.get(os.path.splitext(lower)[1])
+    if kind is None:
+        raise DocumentFormatError(
+            f"{path} is not a file Documents reads: its extension is none of {_READ}. "
+            "Convert it to Parquet, JSON Lines or a token store (uncompressed: documents are "
+            "read by seeking), or pass the documents as a list of arrays.",
+            path=path,
+        )
+    return Found(kind, path)
+
+
+def _prefix(path: str) -> Found | None:
+    """The Megatron pair of prefix `path` (no file itself), if either of its files exists.
+
+    Raises:
+        DocumentFileNotFoundError: only one of the two files exists.
+    """
+    have = [os.path.isfile(path + suffix) for suffix in (".idx", ".bin")]
+    if not any(have):
+        return None
+    if not all(have):
+        missing = path + (".bin" if have[0] else ".idx")
+        raise DocumentFileNotFoundError(
+            f"{path} names a Megatron pair, but {missing} is missing: a pair needs both its "
+            ".idx (the index) and its .bin (the tokens).",
+            pattern=path,
+        )
+    return Found("megatron", os.path.abspath(path))
+
+
+def _matches(item: Any, number: int, raw: bool) -> list[Found]:
+    if not isinstance(item, (str, os.PathLike)):
+        raise TypeError(
+            f"data[{number}] is of type {type(item).__name__}, but data[0] is a path: a list of "
+            "documents files must hold only paths and glob patterns."
+        )
+    pattern = os.path.expanduser(os.fspath(item))
+    if os.path.exists(pattern):
+        return [_found(os.path.abspath(pattern), raw)]
+    prefix = None if glob.has_magic(pattern) else _prefix(pattern)
+    if prefix is not None:
+        return [prefix]
+    matched = sorted(glob.glob(pattern, recursive=True))
+    if not matched and glob.has_magic(pattern):
+        matched = sorted(glob.glob(pattern + ".idx", recursive=True))
+    paired = {path[: -len(".idx")] for path in matched if path.lower().endswith(".idx")}
+    matched = [
+        path
+        for path in matched
+        if (os.path.isfile(path) or is_store(path))
+        and not (path.lower().endswith(".bin") and path[: -len(".bin")] in paired)
+    ]
+    if not matched:
+        what = "matches no file" if glob.has_magic(pattern) else "does not exist"
+        raise DocumentFileNotFoundError(
+            f"No documents file: {pattern!r} {what} (looked from {os.getcwd()}). Pass the "
+            "path of a .parquet, .jsonl or .npy file, a token store's folder, a Megatron "
+            "prefix, a glob pattern, or a list of them.",
+            pattern=pattern,
+        )
+    return [_found(os.path.abspath(path), raw) for path in matched]
+
+
+def resolve_paths(data: str | os.PathLike[str] | Sequence[Any], raw: bool = False) -> list[Found]:
+    """The files `data` names, in order (a glob's matches sorted); with `raw`, ``.bin``
+    files are flat token files (``dtype=`` was given).
+
+    Raises:
+        DocumentFileNotFoundError: a path or pattern names no file.
+        DocumentFormatError: a file is of no kind `Documents` reads.
+    """
+    items = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    return [found for number, item in enumerate(items) for found in _matches(item, number, raw)]
+
+
+Part = IndexedFile | IndexedPair
+
+
+@dataclasses.dataclass(frozen=True)
+class FileOptions:
+    """How files are read: the field of Parquet and JSON Lines, the cache, and the dtype and
+    end-of-text id of flat token files."""
+
+    field: str
+    cache_dir: str
+    dtype: Any = None
+    eos_id: Any = None
+
+
+def _open(found: Found, options: FileOptions, first: int, with_lengths: bool) -> list[Part]:
+    if found.kind == "store":
+        return list(open_store(found.path, first))
+    if found.kind == "megatron":
+        return [IndexedPair(found.path + ".idx", found.path + ".bin", first=first)]
+    if found.kind == "flat":
+        if options.eos_id is None:
+            raise ValueError(
+                f"{found.path} is a flat token file: pass eos_id=, the end-of-text id that "
+                "ends each document in it."
+            )
+        return [open_flat(found.path, options.dtype, options.eos_id, options.cache_dir, first)]
+    if found.kind == "parquet":
+        require("pyarrow", "parquet", "datarax.pipeline.Documents over Parquet files")
+        from datarax.pipeline.documents._parquet import ParquetFile
+
+        kind: type[IndexedFile] = ParquetFile
+    else:
+        from datarax.pipeline.documents._jsonl import JsonLinesFile
+
+        kind = JsonLinesFile
+    return [
+        kind(found.path, options.field, options.cache_dir, first=first, with_lengths=with_lengths)
+    ]
+
+
+def _check_options(found: list[Found], options: FileOptions) -> None:
+    """Raises ValueError where `dtype` or `eos_id` were given for files without use for them."""
+    kinds = {item.kind for item in found}
+    if options.eos_id is not None and "flat" not in kinds:
+        raise ValueError(
+            "eos_id= is for flat token files (.npy, or .bin with dtype=), and none is given; "
+            "leave it out."
+        )
+    if options.dtype is not None and not any(
+        item.kind == "flat" and item.path.lower().endswith(".bin") for item in found
+    ):
+        raise ValueError(
+            "dtype= is for raw .bin token files, and none is given (other files say their "
+            "dtype); leave it out."
+        )
+
+
+class FileDocuments:
+    """The documents of several files, numbered across them in order.
+
+    Pickled, it holds each file's path, options and stamp and where each file's documents
+    start; a process that unpickles it maps or reloads what it reads.
+    """
+
+    def __init__(self, found: list[Found], options: FileOptions, lengths: np.ndarray | None):
+        _check_options(found, options)
+        self.cache_dir = options.cache_dir
+        self.store = found[0].path if [item.kind for item in found] == ["store"] else None
+        self.parts: list[Part] = []
+        starts = [0]
+        for item in found:
+            for part in _open(item, options, starts[-1], lengths is None):
+                self.parts.append(part)
+                starts.append(starts[-1] + part.count)
+        self.starts = np.array(starts, np.int64)
+        self.given = None if lengths is None else check_lengths(lengths, count=starts[-1])
+        if self.given is not None:
+            for part, start, stop in zip(self.parts, starts, starts[1:], strict=False):
+                if isinstance(part, IndexedFile):
+                    part.given = self.given[start:stop]
+        self._lengths: np.ndarray | None = None
+
+    @property
+    def lengths(self) -> np.ndarray:
+        if self._lengths is None:
+            self._lengths = self._all_lengths()
+        return self._lengths
+
+    def _all_lengths(self) -> np.ndarray:
+        if self.given is not None:
+            return self.given
+        if len(self.parts) == 1:
+            return read_only(self.parts[0].lengths)
+        if self.parts and all(isinstance(part, IndexedPair) for part in self.parts):
+            return self._mapped_lengths()
+        pieces = [np.zeros(0, np.int64), *(part.lengths for part in self.parts)]
+        return read_only(np.concatenate(pieces))
+
+    def _mapped_lengths(self) -> np.ndarray:
+        """Every pair's lengths in one array, written once to the cache and mapped."""
+        pairs = [part for part in self.parts if isinstance(part, IndexedPair)]
+
+        def make(folder: str) -> None:
+            target = np.lib.format.open_memmap(
+                os.path.join(folder, "lengths.npy"), "w+", np.int32, (int(self.starts[-1]),)
+            )
+            for pair, start in zip(pairs, self.starts, strict=False):
+                target[start : start + pair.count] = pair.lengths
+            target.flush()
+            del target
+
+        key = "\0".join(f"{pair.idx_path}\0{pair.stamps}" for pair in pairs)
+        names = [pair.idx_path for pair in pairs]
+        folder = cached_folder(self.cache_dir, entry_name("lengths", *names), key, make)
+        return np.load(os.path.join(folder, "lengths.npy"), mmap_mode="r")
+
+    def plan_home(self) -> tuple[str, list[str]] | None:
+        """What identifies these documents' lengths and the folders their packing plans
+        are kept in (the store's ``plans`` first, when they are one store); None unless
+        every file is indexed (lengths mapped, not passed)."""
+        pairs = [part for part in self.parts if isinstance(part, IndexedPair)]
+        if self.given is not None or not pairs or len(pairs) != len(self.parts):
+            return None
+        identity = "\0".join(f"{pair.idx_path}\0{pair.stamps}" for pair in pairs)
+        roots = [] if self.store is None else [os.path.join(self.store, "plans")]
+        return identity, [*roots, os.path.join(self.cache_dir, "plans")]
+
+    def stream(self, start: int, stop: int, chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Documents ``[start, stop)`` in order, as (tokens back to back, lengths), at most
+        `chunk` documents at a time (a Parquet file's a row group at a time)."""
+        for part, low, high in zip(self.parts, self.starts, self.starts[1:], strict=False):
+            begin, end = max(start, int(low)) - int(low), min(stop, int(high)) - int(low)
+            if begin >= end:
+                continue
+            stream: Any = getattr(part, "stream", None)
+            if stream is not None:
+                yield from stream(begin, end)
+                continue
+            for at in range(begin, end, chunk):
+                documents = part.read(np.arange(at, min(at + chunk, end)))
+                yield _joined(documents), np.fromiter(map(len, documents), np.int64)
+
+    def read(self, indices: np.ndarray) -> list[np.ndarray]:
+        owners = np.searchsorted(self.starts, indices, side="right") - 1
+        documents: list[np.ndarray] = [np.empty(0, np.int64)] * len(indices)
+        for owner in np.unique(owners):
+            positions = np.flatnonzero(owners == owner)
+            local = indices[positions] - self.starts[owner]
+            for position, document in zip(positions, self.parts[owner].read(local), strict=True):
+                documents[position] = document
+        return documents
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_lengths": None}
+
+
+def _joined(documents: list[np.ndarray]) -> np.ndarray:
+    """`documents` back to back (an empty int64 array for none)."""
+    return np.concatenate(documents) if documents else np.zeros(0, np.int64)

@@ -1,0 +1,139 @@
+"""Flat token files: every document's tokens back to back, each document ending with an
+end-of-text id, in a ``.npy`` file (its dtype in its header) or a raw ``.bin`` (its dtype
+given), as OLMo and others keep them.
+
+A document ends with, and holds, the end-of-text id; tokens after the last one are the
+last document. The index (where each document starts and how long it is) is found in
+one pass over the tokens, read in chunks, and kept in the cache as an index of
+Megatron's format over the file, so the file is then read exactly as a Megatron pair is:
+by memory map, a document a slice.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from datarax.errors import DocumentFormatError
+from datarax.pipeline.documents._index import cached_folder, entry_name, stamp_of
+from datarax.pipeline.documents._megatron import CODES, IndexedPair, write_index
+
+_CHUNK_TOKENS = 1 << 24
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def _npy_layout(path: str) -> tuple[int, np.dtype]:
+    """Where the array of the ``.npy`` file `path` starts, and its dtype."""
+    try:
+        mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise DocumentFormatError(f"{path} is not a .npy file ({error}).", path=path) from None
+    if not isinstance(mapped, np.memmap) or mapped.ndim != 1:
+        raise DocumentFormatError(
+            f"{path} holds an array of shape {np.shape(mapped)}; a flat token file is 1-D: "
+            "every document's tokens back to back.",
+            path=path,
+        )
+    offset, dtype = int(mapped.offset), mapped.dtype
+    del mapped
+    return offset, dtype
+
+
+def layout(path: str, dtype: Any) -> tuple[int, np.dtype]:
+    """The byte where the tokens of `path` start, and their dtype: a ``.npy`` file's from
+    its header (`dtype`, if given, must agree), a raw ``.bin``'s given as `dtype`.
+
+    Raises:
+        DocumentFormatError: not an integer dtype Megatron's format holds, big-endian, or
+            a raw file without `dtype`.
+    """
+    if path.lower().endswith(".npy"):
+        offset, found = _npy_layout(path)
+        if dtype is not None and np.dtype(dtype) != found:
+            raise DocumentFormatError(
+                f"{path} holds {found} tokens, but dtype={np.dtype(dtype)} was given; leave "
+                "dtype out for .npy files (their header says it).",
+                path=path,
+            )
+    elif dtype is None:
+        raise DocumentFormatError(
+            f"{path} is a raw token file: pass dtype= (e.g. dtype=np.uint16) and eos_id=, "
+            "or, if it is the .bin of a Megatron pair, pass the prefix (the path without "
+            "'.bin').",
+            path=path,
+        )
+    else:
+        offset, found = 0, np.dtype(dtype)
+    if found.kind not in "iu" or found not in CODES.values():
+        raise DocumentFormatError(
+            f"{path} holds {found}, not token ids of a dtype Megatron's format keeps (uint8, "
+            "int8, int16, uint16, int32, int64).",
+            path=path,
+        )
+    if found.byteorder == ">":
+        raise DocumentFormatError(f"{path} is big-endian; save it little-endian.", path=path)
+    return offset, found.newbyteorder("=")
+
+
+def check_eos(eos_id: Any, dtype: np.dtype, path: str) -> int:
+    """`eos_id` once it is an int that `dtype` holds.
+
+    Raises:
+        TypeError: it is not an int.
+        ValueError: `dtype` does not hold it.
+    """
+    if not isinstance(eos_id, (int, np.integer)) or isinstance(eos_id, (bool, np.bool_)):
+        raise TypeError(f"eos_id must be an int token id, got {type(eos_id).__name__}.")
+    limits = np.iinfo(dtype)
+    if not limits.min <= eos_id <= limits.max:
+        raise ValueError(
+            f"eos_id {eos_id} is outside the range of {path}'s tokens ({dtype}: "
+            f"{limits.min}..{limits.max}), so no document could end with it."
+        )
+    return int(eos_id)
+
+
+def _lengths(path: str, offset: int, dtype: np.dtype, eos_id: int) -> np.ndarray:
+    """Each document's length, in one pass over the tokens, a chunk at a time."""
+    ends, seen = [np.zeros(1, np.int64)], 0
+    with open(path, "rb") as file:
+        file.seek(offset)
+        while True:
+            tokens = np.fromfile(file, dtype, _CHUNK_TOKENS)
+            if not tokens.size:
+                break
+            ends.append(np.flatnonzero(tokens == eos_id).astype(np.int64) + seen + 1)
+            seen += tokens.size
+    stops = np.concatenate(ends)
+    if stops[-1] != seen:
+        stops = np.append(stops, seen)  # the tail after the last end-of-text id
+    lengths = np.diff(stops)
+    if lengths.size and lengths.max() > _INT32_MAX:
+        raise DocumentFormatError(
+            f"{path} has a document of {lengths.max()} tokens, more than an index of "
+            f"Megatron's format counts (int32): is eos_id={eos_id} the right id?",
+            path=path,
+        )
+    return lengths.astype(np.int32)
+
+
+def open_flat(path: str, dtype: Any, eos_id: Any, cache_dir: str, first: int) -> IndexedPair:
+    """The documents of the flat token file `path`, its index found once and cached."""
+    offset, found = layout(path, dtype)
+    eos = check_eos(eos_id, found, path)
+    stamp = stamp_of(path)
+    if (stamp[0] - offset) % found.itemsize:
+        raise DocumentFormatError(
+            f"{path} has {stamp[0] - offset} bytes of tokens, not a whole number of {found} "
+            "tokens: is the dtype right?",
+            path=path,
+        )
+
+    def make(folder: str) -> None:
+        write_index(os.path.join(folder, "index.idx"), _lengths(path, offset, found, eos), found)
+
+    key = f"v1\0{path}\0{stamp}\0{found.str}\0{eos}\0{offset}"
+    folder = cached_folder(cache_dir, entry_name("flat", path), key, make)
+    return IndexedPair(os.path.join(folder, "index.idx"), path, bin_offset=offset, first=first)

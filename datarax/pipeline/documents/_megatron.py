@@ -1,0 +1,245 @@
+"""Megatron-LM's indexed token format, read by memory map and written a document at a time.
+
+A pair of files per prefix: ``PREFIX.bin`` holds the tokens of every sequence back to
+back, raw, in one dtype; ``PREFIX.idx`` says where each one is: the 9 bytes
+``MMIDIDX\\x00\\x00``, the version (1) as a little-endian u64, the dtype's code as a u8
+(1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16), the
+sequence count and the document-index count as u64, then every sequence's length (int32),
+every sequence's byte offset in the ``.bin`` (int64) and the document indices (int64:
+0, then where each document's sequences end). Megatron's GPT datasets read each sequence
+as a document, and so does `Documents`; the writer here writes one sequence a document.
+
+Reading costs no pass over the tokens: the lengths and offsets are views of the ``.idx``
+mapped into memory, a document is a slice of the mapped ``.bin``, and the ``.bin`` is
+mapped for random access (no read-ahead around a document). Opening a pair checks its
+header, its size and, in one pass over the index read in chunks (not kept in memory),
+that every sequence lies inside the ``.bin``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from datarax.errors import DocumentFormatError
+from datarax.pipeline.documents._index import check_stamp, stamp_of
+from datarax.pipeline.documents._values import read_only
+
+MAGIC = b"MMIDIDX\x00\x00"
+_HEADER = struct.Struct("<9sQBQQ")  # magic, version, dtype code, sequences, document indices
+CODES: dict[int, np.dtype] = {
+    code: np.dtype(name)
+    for code, name in enumerate(
+        ("uint8", "int8", "int16", "int32", "int64", "float64", "float32", "uint16"), 1
+    )
+}
+_CHUNK = 1 << 20  # index entries checked at a time
+
+
+def code_of(dtype: np.dtype) -> int:
+    """Megatron's code for an integer `dtype`.
+
+    Raises:
+        ValueError: the format has no code for it (uint32, uint64).
+
+    Example:
+        >>> code_of(np.dtype("uint16"))
+        8
+    """
+    for code, known in CODES.items():
+        if known == dtype and dtype.kind in "iu":
+            return code
+    tokens = ", ".join(str(d) for d in CODES.values() if d.kind in "iu")
+    raise ValueError(f"Megatron's format stores tokens as one of {tokens}, not {dtype}.")
+
+
+def _refused(path: str, why: str) -> DocumentFormatError:
+    return DocumentFormatError(
+        f"{path} is not an index of Megatron's format that Documents reads: {why}.", path=path
+    )
+
+
+def read_header(idx_path: str) -> tuple[np.dtype, int, int]:
+    """The token dtype, sequence count and document-index count of `idx_path`, once its
+    header and size are what the format says.
+
+    Raises:
+        DocumentFormatError: another magic, version or dtype code, or another size.
+    """
+    size = os.path.getsize(idx_path)
+    with open(idx_path, "rb") as file:
+        head = file.read(_HEADER.size)
+    if len(head) < _HEADER.size or not head.startswith(MAGIC):
+        raise _refused(idx_path, f"it does not start with {MAGIC!r}")
+    _, version, code, sequences, document_indices = _HEADER.unpack(head)
+    if version != 1:
+        raise _refused(idx_path, f"its version is {version}, and only version 1 is known")
+    if code not in CODES or CODES[code].kind not in "iu":
+        what = f"dtype {CODES[code]}, not token ids" if code in CODES else "unknown"
+        raise _refused(idx_path, f"its dtype code is {code} ({what})")
+    expected = _HEADER.size + 12 * sequences + 8 * document_indices
+    if size not in (expected, expected + sequences):  # + one mode byte a sequence (multimodal)
+        raise _refused(
+            idx_path,
+            f"it has {size} bytes, where {sequences} sequences and {document_indices} document "
+            f"indices take {expected}: it is cut short or damaged",
+        )
+    return CODES[code], sequences, document_indices
+
+
+class IndexedPair:
+    """One ``.idx`` and its ``.bin`` (the tokens from byte `bin_offset` on), read by
+    memory map. `first` is the global index of its first document, for errors.
+
+    Pickled, it holds the paths, the header and the files' stamps; each process maps
+    the files itself, once they are as they were when this pair was opened.
+    """
+
+    def __init__(self, idx_path: str, bin_path: str, *, bin_offset: int = 0, first: int = 0):
+        self.idx_path, self.bin_path, self.bin_offset, self.first = (
+            idx_path,
+            bin_path,
+            bin_offset,
+            first,
+        )
+        self.dtype, self.count, self._document_indices = read_header(idx_path)
+        self.stamps = (stamp_of(idx_path), stamp_of(bin_path))
+        self._check_bounds()
+        self._maps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def token_bytes(self) -> int:
+        """Bytes of the ``.bin`` that hold tokens."""
+        return self.stamps[1][0] - self.bin_offset
+
+    def _check_bounds(self) -> None:
+        """Every sequence inside the ``.bin``, read in chunks of the index."""
+        itemsize, end = self.dtype.itemsize, self.token_bytes
+        with open(self.idx_path, "rb") as file:
+            for start in range(0, self.count, _CHUNK):
+                take = min(_CHUNK, self.count - start)
+                lengths = _read_at(file, _HEADER.size + 4 * start, np.int32, take)
+                pointers = _read_at(file, _HEADER.size + 4 * self.count + 8 * start, np.int64, take)
+                ends = pointers + lengths.astype(np.int64) * itemsize
+                bad = np.flatnonzero((lengths < 0) | (pointers < 0) | (pointers % itemsize != 0))
+                bad = bad if bad.size else np.flatnonzero(ends > end)
+                if bad.size:
+                    k = int(bad[0])
+                    raise _refused(
+                        self.idx_path,
+                        f"sequence {start + k} has length {lengths[k]} at byte {pointers[k]}, "
+                        f"which is not inside the {end} bytes of tokens of {self.bin_path}",
+                    )
+
+    def _mapped(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lengths, pointers, tokens), mapped in this process on first use."""
+        if self._maps is None:
+            check_stamp(self.idx_path, self.stamps[0])
+            check_stamp(self.bin_path, self.stamps[1])
+            index = _map(self.idx_path, np.uint8, 0, random=False)
+            lengths = index[_HEADER.size : _HEADER.size + 4 * self.count].view(np.int32)
+            pointers = index[_HEADER.size + 4 * self.count :][: 8 * self.count].view(np.int64)
+            tokens = _map(self.bin_path, self.dtype, self.bin_offset, random=True)
+            self._maps = (lengths, pointers, tokens)
+        return self._maps
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Every document's length (int32, mapped from the index, read-only)."""
+        return self._mapped()[0]
+
+    def read(self, local: np.ndarray) -> list[np.ndarray]:
+        """Documents `local` (indices in this pair, in range), read-only views of the map."""
+        lengths, pointers, tokens = self._mapped()
+        starts = (pointers[local] // self.dtype.itemsize).tolist()
+        return [tokens[s : s + n] for s, n in zip(starts, lengths[local].tolist(), strict=True)]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_maps": None}
+
+
+def _read_at(file: BinaryIO, offset: int, dtype: type[np.generic], count: int) -> np.ndarray:
+    file.seek(offset)
+    return np.fromfile(file, dtype, count)
+
+
+def _map(path: str, dtype: Any, offset: int, *, random: bool) -> np.ndarray:
+    """`path` from byte `offset` on as a read-only array of `dtype`, mapped (empty: no map)."""
+    size = os.path.getsize(path) - offset
+    if size <= 0:
+        return read_only(np.empty(0, dtype))
+    with open(path, "rb") as file:
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    if random and hasattr(mapped, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+        mapped.madvise(mmap.MADV_RANDOM)  # a document is a few pages: read no more
+    count = size // np.dtype(dtype).itemsize
+    return np.frombuffer(mapped, dtype, count, offset)
+
+
+class PairWriter:
+    """Writes documents to ``PREFIX.bin`` as they come and ``PREFIX.idx`` at `close`, in
+    `dtype` (widened part way with `widen`); the lengths are kept until then (4 bytes a
+    document)."""
+
+    def __init__(self, prefix: str, dtype: np.dtype):
+        self.prefix, self.dtype = prefix, np.dtype(dtype)
+        self._bin = open(prefix + ".bin", "wb")  # noqa: SIM115 (closed in close or abandon)
+        self._lengths: list[np.ndarray] = []
+
+    def add(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        """Appends documents of `lengths` whose tokens are `tokens`, back to back; every
+        token must fit this writer's dtype."""
+        tokens.astype(self.dtype.newbyteorder("<"), copy=False).tofile(self._bin)
+        self._lengths.append(lengths.astype(np.int32))
+
+    def widen(self, dtype: np.dtype) -> None:
+        """Rewrites what was written so far in the wider `dtype`, and goes on in it."""
+        self._bin.close()
+        _rewrite(self.prefix + ".bin", self.dtype, np.dtype(dtype))
+        self.dtype = np.dtype(dtype)
+        self._bin = open(self.prefix + ".bin", "ab")  # noqa: SIM115
+
+    def close(self) -> np.ndarray:
+        """Writes the index; returns the lengths."""
+        self._bin.close()
+        lengths = np.concatenate([np.zeros(0, np.int32), *self._lengths])
+        write_index(self.prefix + ".idx", lengths, self.dtype)
+        return lengths
+
+    def abandon(self) -> None:
+        """Closes without writing an index; the caller removes the files."""
+        with contextlib.suppress(OSError):
+            self._bin.close()
+
+
+def write_index(idx_path: str, lengths: np.ndarray, dtype: np.dtype) -> None:
+    """The index of documents of `lengths` laid back to back in `dtype`, one a document."""
+    pointers = np.zeros(len(lengths), np.int64)
+    np.cumsum(lengths[:-1], out=pointers[1:])
+    pointers *= np.dtype(dtype).itemsize
+    with open(idx_path, "wb") as file:
+        file.write(_HEADER.pack(MAGIC, 1, code_of(np.dtype(dtype)), len(lengths), len(lengths) + 1))
+        file.write(lengths.astype("<i4").tobytes())
+        file.write(pointers.astype("<i8").tobytes())
+        file.write(np.arange(len(lengths) + 1, dtype="<i8").tobytes())
+
+
+def _rewrite(bin_path: str, old: np.dtype, new: np.dtype, chunk_tokens: int = 1 << 24) -> None:
+    """The tokens of `bin_path` rewritten from `old` to `new`, in chunks, then moved back."""
+    with open(bin_path, "rb") as source, open(bin_path + ".wide", "wb") as target:
+        while (part := np.fromfile(source, old.newbyteorder("<"), chunk_tokens)).size:
+            part.astype(new.newbyteorder("<")).tofile(target)
+    os.replace(bin_path + ".wide", bin_path)
+
+
+def widen(prefix: str, dtype: np.dtype) -> None:
+    """Rewrites the pair `prefix` in the wider integer `dtype` (its tokens unchanged)."""
+    old, count, _ = read_header(prefix + ".idx")
+    lengths = np.fromfile(prefix + ".idx", "<i4", count, offset=_HEADER.size)
+    _rewrite(prefix + ".bin", old, np.dtype(dtype))
+    write_index(prefix + ".idx", lengths, dtype)

@@ -1,0 +1,125 @@
+"""Packing plans kept in files and read by memory map: computed once, block by block (on
+every core of this host where there are several blocks), and shared by every process
+that packs the same indexed documents the same way, so no process holds a plan of its
+own however many documents there are.
+
+A plan's folder holds its arrays as raw files (``doc``, ``start`` and ``row_starts`` of a
+first-fit plan; ``order`` and ``ends`` of a concat plan), ``plan.json`` saying their
+dtypes and sizes, and the ``key`` of the documents (every index file's path, size and
+modification time) and arguments it was made from. It is looked for under each of
+`roots` in turn, and made under the first one that can be written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from datarax.pipeline.documents._index import cached_folder, entry_name, read_key
+from datarax.pipeline.documents._plan import ConcatPlan, PackingPlan, PlanParts, index_dtype
+
+_VERSION = "1"  # part of every plan's key: a new planning rule makes old plans stale
+
+
+def _part_in_worker(
+    documents: Any, length: int, method: str, seed: list[int] | None, block: int
+) -> tuple[np.ndarray, ...]:
+    return PlanParts(documents.lengths, length, method, seed).part(block)
+
+
+def _parts(documents: Any, parts: PlanParts) -> Iterator[tuple[np.ndarray, ...]]:
+    """Every block's part in order: here for one block, else on this host's cores."""
+    if parts.blocks <= 1:
+        yield from map(parts.part, range(parts.blocks))
+        return
+    from datarax.pipeline.workers import task_pool, usable_cores
+
+    arguments = (documents, parts.length, parts.method, parts.seed)
+    with task_pool(min(usable_cores(), parts.blocks)) as pool:
+        futures = [pool.submit(_part_in_worker, *arguments, b) for b in range(parts.blocks)]
+        for future in futures:
+            yield future.result()
+
+
+def _write(folder: str, made: Iterable[tuple[np.ndarray, ...]], parts: PlanParts) -> None:
+    """The plan's arrays from its parts, each appended to its file as it comes."""
+    doc_type = index_dtype(parts.count)
+    if parts.method == "first_fit":
+        start_type = index_dtype(int(np.max(parts.lengths, initial=0)))
+        types = {"doc": doc_type, "start": start_type, "row_starts": np.int64}
+    else:
+        types = {"order": doc_type, "ends": np.int64}
+    sizes = dict.fromkeys(types, 0)
+    files = {name: open(os.path.join(folder, name), "wb") for name in types}  # noqa: SIM115
+    carry = 0  # pieces placed (first_fit) or tokens laid (concat) before this part
+    try:
+        if parts.method == "first_fit":
+            np.zeros(1, np.int64).tofile(files["row_starts"])
+            sizes["row_starts"] = 1
+        for part in made:
+            *columns, counts = part  # pieces a row (first_fit) or lengths (concat)
+            ends = carry + np.cumsum(counts)
+            carry = int(ends[-1]) if len(ends) else carry
+            for name, values in zip(types, [*columns, ends], strict=True):
+                np.asarray(values, types[name]).tofile(files[name])
+                sizes[name] += len(values)
+    finally:
+        for file in files.values():
+            file.close()
+    layout = {name: [np.dtype(dtype).str, sizes[name]] for name, dtype in types.items()}
+    with open(os.path.join(folder, "plan.json"), "w", encoding="utf-8") as file:
+        json.dump(layout, file)
+
+
+def _mapped(folder: str, name: str, dtype: str, size: int) -> np.ndarray:
+    if size == 0:
+        return np.zeros(0, dtype)
+    return np.memmap(os.path.join(folder, name), dtype, "r", shape=(size,))
+
+
+def saved_plan(
+    documents: Any,
+    lengths: np.ndarray,
+    identity: str,
+    roots: list[str],
+    arguments: tuple[int, str, list[int] | None],
+) -> PackingPlan | ConcatPlan:
+    """The plan of `documents` (of `lengths`, known by `identity`) for ``(length, method,
+    seed)``, found under one of `roots`, else computed and kept under the first that can
+    be written."""
+    length, method, seed = arguments
+    parts = PlanParts(lengths, length, method, seed)
+    key = f"v{_VERSION}\0{method}\0{length}\0{seed}\0{identity}"
+    name = entry_name("plan", identity, method, length, seed)
+    found = next(
+        (os.path.join(r, name) for r in roots if read_key(os.path.join(r, name)) == key), None
+    )
+    if found is None:
+        root = next((r for r in roots if _writable(r)), roots[-1])
+        found = cached_folder(root, name, key, lambda f: _write(f, _parts(documents, parts), parts))
+    with open(os.path.join(found, "plan.json"), encoding="utf-8") as file:
+        layout = json.load(file)
+    arrays = {name: _mapped(found, name, dtype, size) for name, (dtype, size) in layout.items()}
+    if method == "concat":
+        return ConcatPlan(arrays["order"], arrays["ends"], length)
+    rows = len(arrays["row_starts"]) - 1
+    return PackingPlan(
+        arrays["doc"],
+        arrays["start"],
+        arrays["row_starts"],
+        length,
+        lengths,
+        parts.row_order(rows),
+    )
+
+
+def _writable(root: str) -> bool:
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(root, os.W_OK)
