@@ -501,6 +501,9 @@ class CountingDocuments:
         self.reads.append(int(index))
         return 1000 * int(index) + np.arange(self.lengths[index])
 
+    def read(self, indices: np.ndarray) -> list[np.ndarray]:
+        return [self[int(index)] for index in indices]
+
 
 def packed_checks(batches_before_save: int = 2) -> dict[str, Any]:
     """Pipeline(sharding=...) over rows packed from a mixture of two document sources:

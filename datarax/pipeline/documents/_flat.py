@@ -43,7 +43,7 @@ def _npy_layout(path: str) -> tuple[int, np.dtype]:
 
 def layout(path: str, dtype: Any) -> tuple[int, np.dtype]:
     """The byte where the tokens of `path` start, and their dtype: a ``.npy`` file's from
-    its header (`dtype`, if given, must agree), a raw ``.bin``'s given as `dtype`.
+    its header, a raw ``.bin``'s given as `dtype`.
 
     Raises:
         DocumentFormatError: not an integer dtype Megatron's format holds, big-endian, or
@@ -51,12 +51,6 @@ def layout(path: str, dtype: Any) -> tuple[int, np.dtype]:
     """
     if path.lower().endswith(".npy"):
         offset, found = _npy_layout(path)
-        if dtype is not None and np.dtype(dtype) != found:
-            raise DocumentFormatError(
-                f"{path} holds {found} tokens, but dtype={np.dtype(dtype)} was given; leave "
-                "dtype out for .npy files (their header says it).",
-                path=path,
-            )
     elif dtype is None:
         raise DocumentFormatError(
             f"{path} is a raw token file: pass dtype= (e.g. dtype=np.uint16) and eos_id=, "
@@ -65,7 +59,10 @@ def layout(path: str, dtype: Any) -> tuple[int, np.dtype]:
             path=path,
         )
     else:
-        offset, found = 0, np.dtype(dtype)
+        try:
+            offset, found = 0, np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"dtype must be a numpy integer dtype, got {dtype!r}.") from None
     if found.kind not in "iu" or found not in CODES.values():
         raise DocumentFormatError(
             f"{path} holds {found}, not token ids of a dtype Megatron's format keeps (uint8, "

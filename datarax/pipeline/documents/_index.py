@@ -155,7 +155,11 @@ def cached_folder(cache_dir: str, name: str, key: str, make: Callable[[str], Non
 
 def _moved_into_place(made: str, folder: str, key: str) -> str:
     """`made` renamed to `folder` (a stale `folder` moved out of the way first), or the
-    `folder` another process made from the same key a moment ago."""
+    `folder` another process made from the same key a moment ago (never moved: a process
+    may be reading it)."""
+    if read_key(folder) == key:
+        shutil.rmtree(made, ignore_errors=True)
+        return folder
     if os.path.exists(folder):
         stale = tempfile.mkdtemp(dir=os.path.dirname(folder), suffix=".old")
         with contextlib.suppress(OSError):

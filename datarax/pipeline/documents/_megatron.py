@@ -22,6 +22,7 @@ import contextlib
 import mmap
 import os
 import struct
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -137,10 +138,11 @@ class IndexedPair:
                     )
 
     def _mapped(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(lengths, pointers, tokens), mapped in this process on first use."""
+        """(lengths, pointers, tokens), mapped in this process on first use, once both
+        files are as they were when this pair was opened (checked at every read too)."""
+        check_stamp(self.idx_path, self.stamps[0])
+        check_stamp(self.bin_path, self.stamps[1])
         if self._maps is None:
-            check_stamp(self.idx_path, self.stamps[0])
-            check_stamp(self.bin_path, self.stamps[1])
             index = _map(self.idx_path, np.uint8, 0, random=False)
             lengths = index[_HEADER.size : _HEADER.size + 4 * self.count].view(np.int32)
             pointers = index[_HEADER.size + 4 * self.count :][: 8 * self.count].view(np.int64)
@@ -158,6 +160,21 @@ class IndexedPair:
         lengths, pointers, tokens = self._mapped()
         starts = (pointers[local] // self.dtype.itemsize).tolist()
         return [tokens[s : s + n] for s, n in zip(starts, lengths[local].tolist(), strict=True)]
+
+    def stream(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Documents ``[start, stop)`` in order, as (tokens back to back, lengths), a
+        block of documents at a time: one slice of the map where they lie back to back."""
+        lengths, pointers, tokens = self._mapped()
+        for low in range(start, stop, _CHUNK):
+            high = min(stop, low + _CHUNK)
+            counts = lengths[low:high].astype(np.int64)
+            first = int(pointers[low]) // self.dtype.itemsize if high > low else 0
+            starts = first + np.concatenate([[0], np.cumsum(counts)[:-1]])
+            if np.array_equal(pointers[low:high] // self.dtype.itemsize, starts):
+                yield tokens[first : first + int(counts.sum())], counts
+            else:  # laid out of order by another writer: a document at a time
+                local = np.arange(low, high)
+                yield np.concatenate([tokens[:0], *self.read(local)]), counts
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_maps": None}

@@ -30,7 +30,6 @@ _saved_plans`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -223,18 +222,25 @@ class PlanParts:
     ``"first_fit"`` a block's pieces and row counts, for ``"concat"`` a block's documents
     and ends. `seed` (None: the documents' own order) draws the planning order."""
 
-    def __init__(self, lengths: np.ndarray, length: int, method: str, seed: list[int] | None):
+    def __init__(
+        self,
+        lengths: np.ndarray,
+        length: int,
+        method: str,
+        seed: list[int] | None,
+        block: int | None = None,
+    ):
         self.lengths, self.length, self.method, self.seed = lengths, length, method, seed
-        self.count = len(lengths)
+        self.count, self.block = len(lengths), BLOCK if block is None else block
         self._order = None if seed is None else Permutation(self.count, [*seed, 0])
 
     @property
     def blocks(self) -> int:
-        return -(-self.count // BLOCK)
+        return -(-self.count // self.block)
 
     def order(self, block: int) -> np.ndarray:
         """The documents of `block`, in planning order."""
-        positions = slice(block * BLOCK, min((block + 1) * BLOCK, self.count))
+        positions = slice(block * self.block, min((block + 1) * self.block, self.count))
         if self._order is None:
             return np.arange(positions.start, positions.stop)
         return self._order[positions]
@@ -282,8 +288,3 @@ def make_plan(
         lengths,
         parts.row_order(len(counts)),
     )
-
-
-def iter_parts(parts: PlanParts) -> Iterator[tuple[np.ndarray, ...]]:
-    """Every block's part, in order, made here."""
-    return map(parts.part, range(parts.blocks))

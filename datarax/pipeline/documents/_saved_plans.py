@@ -12,6 +12,8 @@ modification time) and arguments it was made from. It is looked for under each o
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -26,9 +28,9 @@ _VERSION = "1"  # part of every plan's key: a new planning rule makes old plans 
 
 
 def _part_in_worker(
-    documents: Any, length: int, method: str, seed: list[int] | None, block: int
+    documents: Any, arguments: tuple[int, str, list[int] | None, int], block: int
 ) -> tuple[np.ndarray, ...]:
-    return PlanParts(documents.lengths, length, method, seed).part(block)
+    return PlanParts(documents.lengths, *arguments).part(block)
 
 
 def _parts(documents: Any, parts: PlanParts) -> Iterator[tuple[np.ndarray, ...]]:
@@ -38,11 +40,16 @@ def _parts(documents: Any, parts: PlanParts) -> Iterator[tuple[np.ndarray, ...]]
         return
     from datarax.pipeline.workers import task_pool, usable_cores
 
-    arguments = (documents, parts.length, parts.method, parts.seed)
-    with task_pool(min(usable_cores(), parts.blocks)) as pool:
-        futures = [pool.submit(_part_in_worker, *arguments, b) for b in range(parts.blocks)]
-        for future in futures:
-            yield future.result()
+    arguments = (parts.length, parts.method, parts.seed, parts.block)
+    count = min(usable_cores(), parts.blocks)
+    with task_pool(count) as pool:
+        pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
+        for block in range(parts.blocks):  # at most two blocks a process in flight
+            pending.append(pool.submit(_part_in_worker, documents, arguments, block))
+            if len(pending) >= 2 * count:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _write(folder: str, made: Iterable[tuple[np.ndarray, ...]], parts: PlanParts) -> None:
@@ -93,8 +100,8 @@ def saved_plan(
     be written."""
     length, method, seed = arguments
     parts = PlanParts(lengths, length, method, seed)
-    key = f"v{_VERSION}\0{method}\0{length}\0{seed}\0{identity}"
-    name = entry_name("plan", identity, method, length, seed)
+    key = f"v{_VERSION}\0{method}\0{length}\0{seed}\0{parts.block}\0{identity}"
+    name = entry_name("plan", identity, method, length, seed, parts.block)
     found = next(
         (os.path.join(r, name) for r in roots if read_key(os.path.join(r, name)) == key), None
     )
