@@ -30,6 +30,18 @@ def _mixed(values: np.ndarray) -> np.ndarray:
     return values ^ (values >> np.uint64(31))
 
 
+_WORD = (1 << 64) - 1
+
+
+def _mixed_int(value: int) -> int:
+    """`_mixed` of one word, in Python ints (wrapped to 64 bits)."""
+    value ^= value >> 30
+    value = (value * 0xBF58476D1CE4E5B9) & _WORD
+    value ^= value >> 27
+    value = (value * 0x94D049BB133111EB) & _WORD
+    return value ^ (value >> 31)
+
+
 class Permutation:
     """A random order of ``[0, size)`` from `seed`: ``order[p]`` is the index at
     position p, for an int, a slice or an array of positions.
@@ -38,7 +50,7 @@ class Permutation:
         >>> order = Permutation(10, [1, 2])
         >>> sorted(order[:].tolist()) == list(range(10))
         True
-        >>> int(order[3]) == int(order[np.array([3])][0])
+        >>> int(order[3]) == int(order[np.array([3])][0]) == order.one(3)
         True
     """
 
@@ -49,6 +61,7 @@ class Permutation:
         self._mask = np.uint64((1 << int(self._half)) - 1)
         words = [int(word) for word in seed]
         self._keys = np.random.default_rng(words).integers(0, 2**63, _ROUNDS, dtype=np.uint64)
+        self._key_list = [int(key) for key in self._keys]
 
     def __len__(self) -> int:
         return self.size
@@ -58,6 +71,18 @@ class Permutation:
         for key in self._keys:
             left, right = right, left ^ (_mixed(right ^ key) & self._mask)
         return (left << self._half) | right
+
+    def one(self, position: int) -> int:
+        """The index at `position` (in ``[0, size)``), in plain Python arithmetic: a
+        single position costs microseconds, not numpy's per-call overhead."""
+        half, mask, value = int(self._half), int(self._mask), position
+        while True:
+            left, right = value >> half, value & mask
+            for key in self._key_list:
+                left, right = right, left ^ (_mixed_int(right ^ key) & mask)
+            value = (left << half) | right
+            if value < self.size:
+                return value
 
     def __getitem__(self, positions: int | slice | np.ndarray) -> np.ndarray:
         if isinstance(positions, slice):

@@ -179,29 +179,33 @@ class Packed:
     def _rows(self, rows: list[int]) -> list[dict[str, np.ndarray]]:
         plans = [self._plan.pieces_of(row) for row in rows]
         wanted = np.unique(np.concatenate([np.empty(0, np.int64), *(p[0] for p in plans)]))
-        read = dict(zip(wanted.tolist(), self._documents.read(wanted), strict=True))
-        for doc, tokens in read.items():
-            read[doc] = self._checked(doc, tokens)
+        documents = [np.asarray(tokens) for tokens in self._documents.read(wanted)]
+        self._check(wanted, documents)
+        read = dict(zip(wanted.tolist(), documents, strict=True))
         return [self._row(read, *plan) for plan in plans]
 
-    def _checked(self, doc: int, tokens: Any) -> np.ndarray:
-        tokens = np.asarray(tokens)
-        if tokens.shape != (self._lengths[doc],):
-            raise SourceChangedError(
-                f"Document {doc} has shape {tokens.shape}, but the plan was made for length "
-                f"{self._lengths[doc]}: the documents changed after this Packed was built. "
-                "Build a new Packed over them.",
-                built=int(self._lengths[doc]),
-                now=int(tokens.size),
-            )
-        if not np.can_cast(tokens.dtype, np.int32) and len(tokens):
-            low, high = int(tokens.min()), int(tokens.max())
-            if low < _INT32.min or high > _INT32.max:
-                raise ValueError(
-                    f"Document {doc} holds token {high if high > _INT32.max else low}, which "
-                    "int32 does not hold: packed rows are int32."
+    def _check(self, wanted: np.ndarray, documents: list[np.ndarray]) -> None:
+        """Raises where a document read is not what the plan was made for, or holds a token
+        that int32 (the rows' dtype) does not."""
+        shapes = [tokens.shape for tokens in documents]
+        planned = self._lengths[wanted].tolist()
+        for doc, shape, length in zip(wanted.tolist(), shapes, planned, strict=True):
+            if shape != (length,):
+                raise SourceChangedError(
+                    f"Document {doc} has shape {shape}, but the plan was made for length "
+                    f"{length}: the documents changed after this Packed was built. Build a "
+                    "new Packed over them.",
+                    built=int(length),
+                    now=int(np.prod(shape)),
                 )
-        return tokens
+        for doc, tokens in zip(wanted.tolist(), documents, strict=True):
+            if len(tokens) and not np.can_cast(tokens.dtype, np.int32):
+                low, high = int(tokens.min()), int(tokens.max())
+                if low < _INT32.min or high > _INT32.max:
+                    raise ValueError(
+                        f"Document {doc} holds token {high if high > _INT32.max else low}, "
+                        "which int32 does not hold: packed rows are int32."
+                    )
 
     def _row(
         self,
@@ -211,12 +215,17 @@ class Packed:
         offsets: np.ndarray,
         sizes: np.ndarray,
     ) -> dict[str, np.ndarray]:
+        """The row of pieces laid back to back from its start (`offsets` follow `sizes`)."""
         tokens, segments, positions = (np.zeros(self._length, np.int32) for _ in range(3))
-        for segment, (doc, start, offset, size) in enumerate(
-            zip(docs.tolist(), starts.tolist(), offsets.tolist(), sizes.tolist(), strict=True),
-            1,
-        ):
-            tokens[offset : offset + size] = read[doc][start : start + size]
-            segments[offset : offset + size] = segment
-            positions[offset : offset + size] = np.arange(size)
+        filled = int(sizes.sum())
+        if filled:
+            pieces = [
+                read[doc][start : start + size]
+                for doc, start, size in zip(
+                    docs.tolist(), starts.tolist(), sizes.tolist(), strict=True
+                )
+            ]
+            tokens[:filled] = np.concatenate(pieces)
+            segments[:filled] = np.repeat(np.arange(1, len(sizes) + 1, dtype=np.int32), sizes)
+            positions[:filled] = np.arange(filled) - np.repeat(offsets, sizes)
         return {"tokens": tokens, "segment_ids": segments, "positions": positions}

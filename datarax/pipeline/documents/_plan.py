@@ -111,18 +111,14 @@ class PackingPlan:
     def pieces_of(self, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Row `row`'s pieces: (documents, starts in them, starts in the row, sizes).
 
-        Sizes follow from the lengths: each piece fills the rest of its document or of
-        its row, whichever is shorter.
+        Sizes follow from the lengths: each piece is the rest of its document, or a row
+        of it where that rest is longer than a row.
         """
-        planned = row if self.row_order is None else int(self.row_order[row])
+        planned = row if self.row_order is None else self.row_order.one(row)
         first, stop = int(self.row_starts[planned]), int(self.row_starts[planned + 1])
         doc, start = np.asarray(self.doc[first:stop]), np.asarray(self.start[first:stop])
-        remaining = self.lengths[doc] - start
-        sizes = np.empty(len(doc), np.int64)
-        at = 0
-        for k, left in enumerate(remaining.tolist()):
-            sizes[k] = min(left, self.length - at)
-            at += sizes[k]
+        # A row holds one piece cut a row long, or whole rests of documents that fit it.
+        sizes = np.minimum(self.lengths[doc] - start, self.length).astype(np.int64)
         placed = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         return doc, start, placed, sizes
 
