@@ -259,7 +259,7 @@ def test_replace_writes_over_a_store_and_nothing_else(tmp_path: Path) -> None:
     old = Documents(target)
     replaced = write_documents(DOCS, target, replace=True)
     assert len(replaced) == len(DOCS) and _same(replaced.read(np.arange(10)), DOCS[:10])
-    with pytest.raises(SourceFileChangedError, match="shard-00000.idx"):
+    with pytest.raises(SourceFileChangedError, match=r"shard-00000\.idx"):
         old[0]  # built over the store replaced
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
@@ -354,13 +354,13 @@ def test_missing_files_and_stores_not_written_in_full_are_named(tmp_path: Path) 
     manifest = json.loads((store / "manifest.json").read_text())
     manifest["shards"][1]["documents"] = 99
     (store / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(DocumentFormatError, match="shard-00001 holds 100 documents .* says 99"):
+    with pytest.raises(DocumentFormatError, match=r"shard-00001 holds 100 documents .* says 99"):
         Documents(store)
     (store / "manifest.json").write_text("{not json")
     with pytest.raises(DocumentFormatError, match="not the manifest of a token store"):
         Documents(store)
     (store / "manifest.json").unlink()
-    with pytest.raises(DocumentFileNotFoundError, match="holds shards but no manifest.json"):
+    with pytest.raises(DocumentFileNotFoundError, match=r"holds shards but no manifest\.json"):
         Documents(store)
 
 
