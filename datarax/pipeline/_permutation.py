@@ -75,7 +75,7 @@ class Permutation:
     def one(self, position: int) -> int:
         """The index at `position` (in ``[0, size)``), in plain Python arithmetic: a
         single position costs microseconds, not numpy's per-call overhead."""
-        half, mask, value = int(self._half), int(self._mask), position
+        half, mask, value = int(self._half), int(self._mask), operator.index(position)
         while True:
             left, right = value >> half, value & mask
             for key in self._key_list:
