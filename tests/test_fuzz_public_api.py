@@ -1,16 +1,17 @@
 """Bad and odd arguments to the public functions of docs/api.md get our error, quickly.
 
 The rule every test here holds the library to: an exception a public function raises
-for an argument is a TypeError or ValueError whose traceback ends on a ``raise``
-statement in a file of the ``datarax`` package (so it is our message, not an error of
-numpy, matplotlib or JAX passing through); each call returns or raises within a few
-seconds; and numpy arguments are left as they were. Pictures are sized by what they
-draw, never by the value of a host or device id.
+for an argument is a TypeError or ValueError (an IndexError for an index) whose
+traceback ends on a ``raise`` statement in a file of the ``datarax`` package (so it is
+our message, not an error of numpy, matplotlib or JAX passing through); each call
+returns or raises within a few seconds; and numpy arguments are left as they were.
+Pictures are sized by what they draw, never by the value of a host or device id.
 """
 
 from __future__ import annotations
 
 import linecache
+import tempfile
 import traceback
 import tracemalloc
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 from _support.limits import TooSlow, time_limit
 from _support.snapshots import snapshot
+from flax import nnx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -32,6 +34,7 @@ from jax.sharding import PartitionSpec as P
 import datarax
 import datarax_course
 from datarax import distributed, viz
+from datarax.pipeline import Documents, Mixture, Packed, write_documents
 from datarax.sharding import (
     RowLedger,
     global_to_local_shape,
@@ -52,12 +55,21 @@ ARRAY = jax.device_put(np.zeros((16, 4), np.float32), ROWS)
 MASK = jax.device_put(np.arange(16) < 13, ROWS)
 LEDGER = RowLedger(ROWS, 16, host_of=pretend_hosts(2))
 EVENTS = [("input", "0", 0.0, 0.01), ("step", "0", 0.01, 0.03)]
+FILES = Path(tempfile.mkdtemp(prefix="datarax-fuzz-"))
+np.save(FILES / "flat.npy", np.array([3, 1, 0, 2, 0], np.uint16))
+DOCS = Documents([np.arange(5), np.arange(3), np.arange(7)])
+PACKED = Packed(DOCS, 4)
+MIXTURE = Mixture({"a": DOCS, "b": DOCS}, [1, 1], rngs=nnx.Rngs(0))
+
+
+def _new_store() -> Path:
+    return Path(tempfile.mkdtemp(dir=FILES)) / "store"
 
 
 def _is_ours(error: BaseException) -> bool:
-    """Whether `error` is a TypeError/ValueError raised by a `raise` in datarax itself (or
-    in the course package)."""
-    if not isinstance(error, (TypeError, ValueError)):
+    """Whether `error` is a TypeError/ValueError/IndexError raised by a `raise` in datarax
+    itself (or in the course package)."""
+    if not isinstance(error, (TypeError, ValueError, IndexError)):
         return False
     last = traceback.extract_tb(error.__traceback__)[-1]
     line = linecache.getline(last.filename, last.lineno or 0).strip()
@@ -71,7 +83,7 @@ def _call_checked(call: Callable[[Any], Any], value: Any) -> None:
     try:
         with time_limit(CALL_LIMIT_S):
             call(value)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, IndexError) as error:
         where = traceback.extract_tb(error.__traceback__)[-1]
         assert _is_ours(error), (
             f"{type(error).__name__} from {where.filename}:{where.lineno}, not a raise of "
@@ -220,6 +232,32 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     "check(answer's result)": lambda v: datarax_course.check("00.example", lambda n: v, quiet=True),
     "check(quiet)": lambda v: datarax_course.check("00.example", lambda n: 2 * n, quiet=v),
     "check(hint)": lambda v: datarax_course.check("00.example", lambda n: n, quiet=True, hint=v),
+    "Documents(data)": lambda v: Documents([[1, 2], v]),
+    "Documents(lengths)": lambda v: Documents([[1], [2, 3]], lengths=v),
+    "Documents(field)": lambda v: Documents([{"tokens": [1]}], field=v),
+    "Documents(eos_id)": lambda v: Documents(FILES / "flat.npy", eos_id=v, cache_dir=FILES),
+    "Documents(dtype)": lambda v: Documents([[1]], dtype=v),
+    "Documents[index]": lambda v: DOCS[v],
+    "Documents.read(indices)": lambda v: DOCS.read(v),
+    "Packed(documents)": lambda v: Packed(v, 4),
+    "Packed(length)": lambda v: Packed(DOCS, v),
+    "Packed(method)": lambda v: Packed(DOCS, 4, method=v),
+    "Packed[index]": lambda v: PACKED[v],
+    "Packed.pieces(row)": lambda v: PACKED.pieces(v),
+    "Packed.documents_of(rows)": lambda v: PACKED.documents_of(v),
+    "Mixture(sources)": lambda v: Mixture(v, [1], rngs=nnx.Rngs(0)),
+    "Mixture(weights)": lambda v: Mixture({"a": DOCS, "b": DOCS}, v, rngs=nnx.Rngs(0)),
+    "Mixture(skip)": lambda v: Mixture({"a": DOCS}, [1], rngs=nnx.Rngs(0), skip={"a": v}),
+    "Mixture[index]": lambda v: MIXTURE[v],
+    "Mixture.read(indices)": lambda v: MIXTURE.read(v),
+    "Mixture.documents_of(indices)": lambda v: MIXTURE.documents_of(v),
+    "write_documents(documents)": lambda v: write_documents([[1], v], _new_store()),
+    "write_documents(dtype)": lambda v: write_documents(DOCS, _new_store(), dtype=v),
+    "write_documents(replace)": lambda v: write_documents(DOCS, _new_store(), replace=v),
+    "write_documents(documents_per_shard)": lambda v: write_documents(
+        DOCS, _new_store(), documents_per_shard=v
+    ),
+    "write_documents(workers)": lambda v: write_documents(DOCS, _new_store(), workers=v),
 }
 
 _scalars = st.one_of(

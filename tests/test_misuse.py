@@ -586,3 +586,84 @@ def test_viz_refuses_empty_arrays_and_reports_uneven_holdings() -> None:
     assert viz.summarize(tree).splitlines()[-1] == (
         "device 0 holds 96 bytes; devices 1-7 hold 32 bytes each"
     )
+
+
+# 11. Documents, Mixture and Packed: one index rule and one lengths rule for all three.
+
+
+def _sources() -> dict[str, Any]:
+    from datarax.pipeline import Documents, Mixture, Packed
+
+    documents = Documents([np.arange(5), np.arange(3), np.arange(7)])
+    return {
+        "documents": documents,
+        "documents of the mixture": Mixture({"a": documents}, [1], rngs=nnx.Rngs(0)),
+        "packed rows": Packed(documents, 4),
+    }
+
+
+@pytest.mark.parametrize("what", ["documents", "documents of the mixture", "packed rows"])
+def test_every_documents_class_takes_one_int_and_nothing_else(what: str) -> None:
+    source = _sources()[what]
+    count = len(source)
+    tokens = (lambda item: item["tokens"]) if what == "packed rows" else (lambda item: item)
+    assert np.array_equal(tokens(source[np.int64(0)]), tokens(source[0]))
+    assert np.array_equal(tokens(source[-1]), tokens(source[count - 1]))
+    for index in (True, np.bool_(False), 1.5, "0", None, [0]):
+        with pytest.raises(TypeError, match=f"{what.capitalize()} are indexed by one int, got"):
+            source[index]
+    for index in (count, -count - 1):
+        with pytest.raises(IndexError, match=f"Index {index} is out of range for {count} {what}"):
+            source[index]
+
+
+@pytest.mark.parametrize(
+    ("read", "what"),
+    [("documents", "documents"), ("documents of the mixture", "documents of the mixture")],
+)
+def test_batched_reads_take_a_1d_sequence_of_ints_and_nothing_else(read: str, what: str) -> None:
+    source = _sources()[read]
+    assert len(source.read(np.array([0, -1, 0]))) == 3
+    for indices in ([True, False], [0.5], [[0]], 0, None):
+        with pytest.raises(TypeError, match=f"Indices of {what} must be a 1-D sequence of ints"):
+            source.read(indices)
+    with pytest.raises(IndexError, match=f"Index 9 is out of range for {len(source)} {what}"):
+        source.read([0, 9])
+
+
+class _Lengths:
+    """A documents source whose lengths are whatever it is given."""
+
+    def __init__(self, lengths: Any):
+        self.lengths = lengths
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return np.arange(3)
+
+    def read(self, indices: Any) -> list[np.ndarray]:
+        return [np.arange(3) for _ in indices]
+
+
+@pytest.mark.parametrize(
+    ("lengths", "error", "match"),
+    [
+        ([1.0, 2.0], TypeError, "must hold integers"),
+        ([[1, 2]], ValueError, "must be 1-D"),
+        ([1, -2], ValueError, r"\[1\] is -2; a document's length cannot be negative"),
+        ([1, 2, 3], ValueError, "has 3 entries for 2 documents"),
+    ],
+)
+def test_one_lengths_rule_gives_one_error_type_wherever_lengths_enter(
+    lengths: Any, error: type[Exception], match: str
+) -> None:
+    from datarax.pipeline import Documents, Mixture, Packed
+
+    with pytest.raises(error, match=match):
+        Documents([np.arange(3), np.arange(3)], lengths=lengths)
+    with pytest.raises(error, match=match):
+        Packed(_Lengths(lengths), 4)
+    with pytest.raises(error, match=match):
+        Mixture({"a": _Lengths(lengths)}, [1], rngs=nnx.Rngs(0))

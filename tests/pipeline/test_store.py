@@ -370,9 +370,9 @@ def test_bad_arguments_and_documents_are_refused_before_anything_is_written(
     target = tmp_path / "store"
     with pytest.raises(DocumentError, match="document 4 is an array of dtype float64"):
         write_documents([*DOCS[:4], np.ones(3)], target)
-    with pytest.raises(ValueError, match="dtype must be None or one of uint8"):
+    with pytest.raises(ValueError, match="dtype must be one of uint8"):
         write_documents(DOCS, target, dtype=np.float32)
-    with pytest.raises(ValueError, match="dtype must be None or one of uint8"):
+    with pytest.raises(ValueError, match="dtype must be one of uint8"):
         write_documents(DOCS, target, dtype=np.uint32)
     with pytest.raises(ValueError, match="documents_per_shard must be an int >= 1"):
         write_documents(DOCS, target, documents_per_shard=0)

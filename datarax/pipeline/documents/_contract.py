@@ -130,7 +130,13 @@ def check_lengths(lengths: Any, name: str = "lengths", count: int | None = None)
 
 
 def _shaped(lengths: Any, name: str, count: int | None) -> np.ndarray:
-    array = np.asarray(lengths)
+    try:
+        array = np.asarray(lengths)
+    except (TypeError, ValueError, OverflowError):  # ragged, or ints beyond any dtype
+        raise TypeError(
+            f"{name} must be a 1-D array of integers, one document's token count each, got "
+            f"{type(lengths).__name__}: {lengths!r:.100}."
+        ) from None
     if array.size == 0 and array.dtype.kind not in "iu":
         array = array.astype(np.int64)  # an empty list
     if array.dtype.kind not in "iu":

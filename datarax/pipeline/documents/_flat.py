@@ -18,7 +18,7 @@ import numpy as np
 
 from datarax.errors import DocumentFormatError
 from datarax.pipeline.documents._index import cached_folder, entry_name, stamp_of
-from datarax.pipeline.documents._megatron import CODES, IndexedPair, write_index
+from datarax.pipeline.documents._megatron import CODES, IndexedPair, token_dtype, write_index
 
 _CHUNK_TOKENS = 1 << 24
 _INT32_MAX = np.iinfo(np.int32).max
@@ -59,10 +59,7 @@ def layout(path: str, dtype: Any) -> tuple[int, np.dtype]:
             path=path,
         )
     else:
-        try:
-            offset, found = 0, np.dtype(dtype)
-        except TypeError:
-            raise TypeError(f"dtype must be a numpy integer dtype, got {dtype!r}.") from None
+        offset, found = 0, token_dtype(dtype)
     if found.kind not in "iu" or found not in CODES.values():
         raise DocumentFormatError(
             f"{path} holds {found}, not token ids of a dtype Megatron's format keeps (uint8, "

@@ -59,6 +59,28 @@ def code_of(dtype: np.dtype) -> int:
     raise ValueError(f"Megatron's format stores tokens as one of {tokens}, not {dtype}.")
 
 
+def token_dtype(value: Any) -> np.dtype:
+    """`value` (an argument ``dtype=``) as a token dtype Megatron's format holds.
+
+    Raises:
+        ValueError: it names no dtype, or one the format does not hold as token ids.
+
+    Example:
+        >>> token_dtype("uint16")
+        dtype('uint16')
+    """
+    try:
+        found = np.dtype(value)
+    except (TypeError, ValueError):
+        found = None
+    if found is None or found.kind not in "iu" or found not in CODES.values():
+        raise ValueError(
+            f"dtype must be one of uint8, int8, int16, uint16, int32, int64 (the token dtypes "
+            f"of Megatron's format), got {value!r:.100}."
+        )
+    return found
+
+
 def _refused(path: str, why: str) -> DocumentFormatError:
     return DocumentFormatError(
         f"{path} is not an index of Megatron's format that Documents reads: {why}.", path=path

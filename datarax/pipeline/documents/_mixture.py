@@ -69,6 +69,29 @@ def _checked_weights(names: list[str], weights: Any) -> np.ndarray:
     return checked / checked.sum()
 
 
+def _skipped(name: str, given: Any) -> np.ndarray:
+    """`skip[name]` as int64 document indices, once it is a 1-D sequence of ints.
+
+    Raises:
+        TypeError: a boolean mask, floats, or something that is no sequence of ints.
+    """
+    try:
+        indices = np.asarray(given if isinstance(given, np.ndarray) else list(given))
+    except (TypeError, ValueError):  # not iterable, or ragged
+        indices = np.asarray(None)
+    if indices.dtype == np.bool_:
+        raise TypeError(
+            f"skip[{name!r}] is a boolean mask; pass the indices of the documents read "
+            "instead (np.flatnonzero(mask))."
+        )
+    if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
+        raise TypeError(
+            f"skip[{name!r}] must be a 1-D sequence of document indices (ints), got dtype "
+            f"{indices.dtype} and shape {indices.shape}."
+        )
+    return indices.astype(np.int64)
+
+
 def _checked_skip(skip: Any, names: list[str], counts: list[int]) -> list[np.ndarray]:
     if skip is None:
         return [np.empty(0, np.int64) for _ in names]
@@ -81,7 +104,7 @@ def _checked_skip(skip: Any, names: list[str], counts: list[int]) -> list[np.nda
         raise ValueError(f"skip names {unknown}, which are not sources; the sources are {names}.")
     result = []
     for name, count in zip(names, counts, strict=True):
-        indices = np.asarray(skip.get(name, []), np.int64).ravel()
+        indices = _skipped(name, skip.get(name, []))
         if len(indices) and (indices.min() < 0 or indices.max() >= count):
             raise ValueError(
                 f"skip[{name!r}] holds document indices outside [0, {count}): source {name!r} "

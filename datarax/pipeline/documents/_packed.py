@@ -30,6 +30,7 @@ Method = Literal["first_fit", "concat"]
 _METHODS = ("first_fit", "concat")
 _INT32 = np.iinfo(np.int32)
 _WHAT = "packed rows"
+_MAX_LENGTH = 1 << 24  # tokens a row: planning keeps one counter per free length
 
 
 class Packed:
@@ -64,7 +65,7 @@ class Packed:
     Args:
         documents: a `Documents` or `Mixture` (anything with ``lengths``, ``__len__``,
             ``__getitem__`` and ``read(indices)``).
-        length: tokens a row.
+        length: tokens a row, 1 to 16,777,216.
         method: ``"first_fit"`` or ``"concat"``.
         rngs: seeds the random order ('shuffle' stream, else 'default'); None keeps the
             documents' order.
@@ -72,8 +73,8 @@ class Packed:
     Raises:
         TypeError: `documents` is no documents source, `length` is not an int, `rngs` is
             not an ``nnx.Rngs``.
-        ValueError: `length` < 1, an unknown `method`, lengths that are not one
-            non-negative integer a document.
+        ValueError: `length` outside [1, 2**24], an unknown `method`, lengths that are
+            not one non-negative integer a document.
 
     Example:
         >>> docs = [np.array([5, 6, 7]), np.array([8]), np.array([9, 9])]
@@ -95,7 +96,7 @@ class Packed:
     ):
         self._documents = documents
         self._lengths = source_lengths("documents", documents)
-        self._length = check_int("length", length, meaning="tokens a row")
+        self._length = check_int("length", length, maximum=_MAX_LENGTH, meaning="tokens a row")
         self._method: Method = check_str("method", method, choices=_METHODS)  # type: ignore[assignment]
         self._seed = shuffle_seed(rngs, rngs is not None)
         self._plan = self._make_plan()
@@ -164,7 +165,7 @@ class Packed:
             >>> Packed(Documents([np.arange(3), np.arange(3)]), 4).documents_of([0])
             array([0])
         """
-        asked = many_indices(np.asarray(rows).ravel(), len(self), _WHAT)
+        asked = many_indices(rows, len(self), _WHAT)
         docs = [self._plan.pieces_of(int(row))[0] for row in asked]
         return np.unique(np.concatenate([np.empty(0, np.int64), *docs])).astype(np.int64)
 

@@ -18,7 +18,7 @@ from datarax.errors import HostMismatchError, StoreWriteError
 from datarax.pipeline.documents._contract import CheckedLengths
 from datarax.pipeline.documents._documents import Documents, _read_in_order
 from datarax.pipeline.documents._files import FileDocuments
-from datarax.pipeline.documents._megatron import CODES, PairWriter, widen
+from datarax.pipeline.documents._megatron import PairWriter, token_dtype, widen
 from datarax.pipeline.documents._store import is_store, shard_name, write_manifest
 from datarax.pipeline.workers import leave_if_importing_main, usable_cores
 from datarax.sharding._exchange import exchange
@@ -28,21 +28,6 @@ _CHUNK_DOCUMENTS = 1 << 16
 _NARROW, _WIDE = np.dtype(np.uint16), np.dtype(np.int32)
 _WAIT_S = 7 * 24 * 3600.0  # how long a process waits for the others to finish their shards
 WRITING, REPLACED = ".writing", ".replaced"
-
-
-def _token_dtype(dtype: Any) -> np.dtype | None:
-    if dtype is None:
-        return None
-    try:
-        found = np.dtype(dtype)
-    except TypeError:
-        found = None
-    if found is None or found.kind not in "iu" or found not in CODES.values():
-        raise ValueError(
-            f"dtype must be None or one of uint8, int8, int16, uint16, int32, int64 (the "
-            f"token dtypes of Megatron's format), got {dtype!r}."
-        )
-    return found
 
 
 def _fitted(
@@ -283,7 +268,7 @@ def write_documents(
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a folder's path (a str), got {type(path).__name__}.")
-    given = _token_dtype(dtype)
+    given = None if dtype is None else token_dtype(dtype)
     if not isinstance(replace, bool):
         raise TypeError(f"replace must be True or False, got {replace!r}.")
     per_shard = check_int("documents_per_shard", documents_per_shard, minimum=1)
