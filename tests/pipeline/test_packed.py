@@ -201,3 +201,25 @@ def test_workers_open_parquet_files_by_path_and_make_the_same_rows(tmp_path) -> 
         return [batch["tokens"].tolist() for batch in pipeline]
 
     assert batches(2) == batches(0)
+
+
+@pytest.mark.parametrize("method", ["first_fit", "concat"])
+@pytest.mark.parametrize(
+    ("lengths", "length", "rows"),
+    [([4, 4, 4], 4, 3), ([8, 12], 4, 5), ([3], 1, 3), ([0, 0], 4, 0), ([], 4, 0)],
+    ids=["cut to the row", "multiples of the row", "rows of 1", "only empty", "none"],
+)
+def test_documents_that_leave_no_shorter_piece_give_one_row_a_piece(
+    method: str, lengths: list[int], length: int, rows: int
+) -> None:
+    packed = Packed(_documents(np.array(lengths, np.int64)), length, method=method)
+    assert len(packed) == rows and packed.fill == (1.0 if rows else 0.0)
+    _check_rows(packed, np.array(lengths, np.int64))
+
+
+def test_token_ids_int32_does_not_hold_are_refused_whatever_their_dtype() -> None:
+    for dtype in (np.uint32, np.int64, np.uint64):
+        packed = Packed(Documents([np.array([1, 4_000_000_000], dtype)]), 4)
+        with pytest.raises(ValueError, match="Document 0 holds token 4000000000, which int32"):
+            packed[0]
+    assert Packed(Documents([np.array([1, 2**31 - 1], np.uint32)]), 4)[0]["tokens"][1] == 2**31 - 1

@@ -157,9 +157,10 @@ def _place_pieces(sizes: np.ndarray, length: int, rows: int) -> tuple[np.ndarray
     decreasing into rows numbered from `rows` on; and the rows in all after it."""
     row_of = np.empty(len(sizes), np.int64)
     open_rows = _OpenRows(length)
-    class_ends = np.flatnonzero(np.diff(sizes)) + 1
-    firsts = np.concatenate([[0], class_ends]) if len(sizes) else np.empty(0, np.int64)
-    for first, stop in zip(firsts, np.append(class_ends, len(sizes)), strict=True):
+    bounds = np.concatenate([[0], np.flatnonzero(np.diff(sizes)) + 1, [len(sizes)]])
+    for first, stop in zip(bounds[:-1], bounds[1:], strict=True):  # one size class each
+        if first == stop:  # no pieces at all
+            continue
         size, at = int(sizes[first]), int(first)
         while at < stop:
             fits = np.flatnonzero(open_rows.count[size:])
