@@ -30,6 +30,7 @@ _saved_plans`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
@@ -158,7 +159,7 @@ def _place_pieces(sizes: np.ndarray, length: int, rows: int) -> tuple[np.ndarray
     row_of = np.empty(len(sizes), np.int64)
     open_rows = _OpenRows(length)
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(sizes)) + 1, [len(sizes)]])
-    for first, stop in zip(bounds[:-1], bounds[1:], strict=True):  # one size class each
+    for first, stop in itertools.pairwise(bounds.tolist()):  # one size class each
         if first == stop:  # no pieces at all
             continue
         size, at = int(sizes[first]), int(first)
