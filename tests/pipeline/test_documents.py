@@ -200,6 +200,7 @@ def test_reads_decode_only_the_row_groups_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     docs = Documents(write_parquet(tmp_path / "d.parquet", DOCS), cache_dir=tmp_path)
+    assert len(docs.lengths) == len(DOCS)  # read once, before any document is asked for
     datarax.clear_caches()
     decoded = _spy(monkeypatch, _parquet_documents, "read_row_group")
     asked = [5 * ROW_GROUP + 3, 2 * ROW_GROUP, 5 * ROW_GROUP, 2 * ROW_GROUP + 1]
@@ -224,13 +225,13 @@ def test_the_index_is_cached_and_reused(
     write = write_parquet if suffix == "parquet" else write_jsonl
     path = write(tmp_path / f"d.{suffix}", DOCS)
     cache = tmp_path / "cache"
-    Documents(path, cache_dir=cache)
+    Documents(path, cache_dir=cache).lengths  # noqa: B018 (read, and cached)
     assert [p.suffix for p in cache.iterdir()] == [".npz"]
     calls = _spy(monkeypatch, module, name)
     docs = Documents(path, cache_dir=cache)
     assert calls == []  # not one token read again
     np.testing.assert_array_equal(docs.lengths, [len(d) for d in DOCS])
-    docs = Documents(path, field="tokens", cache_dir=tmp_path / "elsewhere")
+    Documents(path, field="tokens", cache_dir=tmp_path / "elsewhere").lengths  # noqa: B018
     assert calls  # another cache folder: read again
 
 
@@ -340,7 +341,7 @@ def test_an_unwritable_cache_folder_means_no_cache(tmp_path: Path) -> None:
 
 def _refused(error: type[Refused], match: str, data: Any, **options: Any) -> Refused:
     with pytest.raises(error, match=match) as raised:
-        Documents(data, **options)
+        Documents(data, **options).lengths  # noqa: B018 (a file's lengths are read when asked)
     return raised.value
 
 
@@ -497,7 +498,7 @@ def test_bad_input_leaves_the_files_as_they_were(tmp_path: Path) -> None:
     before = {path: path.read_bytes() for path in (parquet, jsonl)}
     for path in (parquet, jsonl):
         with pytest.raises(DocumentError):
-            Documents(path, field="ids", cache_dir=tmp_path / "cache")
+            Documents(path, field="ids", cache_dir=tmp_path / "cache").lengths  # noqa: B018
         with pytest.raises(ValueError):
             Documents(path, lengths=[1], cache_dir=tmp_path / "cache")
     assert {path: path.read_bytes() for path in before} == before

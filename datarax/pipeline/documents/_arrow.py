@@ -93,7 +93,7 @@ def split_documents(
     offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     flat = [chunk.flatten().to_numpy() for chunk in column.chunks]
-    empty = np.zeros(0, column.type.value_type.to_pandas_dtype())  # the column's own dtype
+    empty = np.zeros(0, str(column.type.value_type))  # the column's own (integer) dtype
     values = flat[0] if len(flat) == 1 else np.concatenate([empty, *flat])
     return values, offsets
 
@@ -118,6 +118,7 @@ class DatasetDocuments:
             everything = np.arange(len(dataset))
             lengths = list_lengths(self._column(everything), everything, None)
         self.lengths = check_lengths(lengths, count=len(dataset))
+        self.count = len(self.lengths)
 
     def _column(self, indices: np.ndarray) -> pa.ChunkedArray:
         """The rows of the field's column that hold documents `indices`."""
@@ -138,3 +139,4 @@ class DatasetDocuments:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.dataset, self._rows = dataset_rows(state["dataset"])  # it pickles its mapping
         self.field, self.lengths = state["field"], state["lengths"]
+        self.count = len(self.lengths)

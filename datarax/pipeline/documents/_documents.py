@@ -32,6 +32,9 @@ from datarax.pipeline.documents._values import as_document
 
 class _Backend(Protocol):
     @property
+    def count(self) -> int: ...
+
+    @property
     def lengths(self) -> np.ndarray: ...
 
     def read(self, indices: np.ndarray) -> list[np.ndarray]: ...
@@ -50,6 +53,7 @@ class SequenceDocuments:
                 count=len(data),
             )
         self.lengths = check_lengths(lengths, count=len(data))
+        self.count = len(self.lengths)
 
     def read(self, indices: np.ndarray) -> list[np.ndarray]:
         asked = [int(i) for i in indices]
@@ -183,7 +187,7 @@ class Documents(CheckedLengths):
             )
 
     def __len__(self) -> int:
-        return len(self.lengths)
+        return self._backend.count
 
     @property
     def lengths(self) -> np.ndarray:
@@ -226,26 +230,32 @@ class Documents(CheckedLengths):
 
     def _stream(self, start: int, stop: int, chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Documents ``[start, stop)`` in order, as (tokens back to back, lengths), at most
-        `chunk` documents at a time, each checked against `lengths`.
+        `chunk` documents at a time (files: a Parquet row group at a time), each checked
+        against `lengths` where they are known; files whose lengths are not read yet are
+        not read twice for them.
 
         Raises:
             DocumentError: a document's length differs from its entry in `lengths`.
         """
         stream: Any = getattr(self._backend, "stream", None)
-        parts = (
-            stream(start, stop, chunk)
-            if stream is not None
-            else _read_in_order(self, start, stop, chunk)
-        )
+        if stream is None:
+            yield from _read_in_order(self, start, stop, chunk)
+            return
+        known = self._lengths_known  # files: lengths not read yet are read here
         at = start
-        for tokens, counts in parts:
-            expected = self.lengths[at : at + len(counts)]
+        for tokens, counts in stream(start, stop, chunk):
+            expected = self.lengths[at : at + len(counts)] if known else counts
             odd = np.flatnonzero(counts != expected)
             if odd.size:
                 k = int(odd[0])
                 raise _length_error(at + k, int(counts[k]), int(expected[k]))
             at += len(counts)
             yield tokens, counts
+
+    @property
+    def _lengths_known(self) -> bool:
+        """Whether `lengths` are known without a pass over the documents."""
+        return getattr(self._backend, "has_lengths", True)
 
     def _plan_home(self) -> tuple[str, list[str]] | None:
         """Where `Packed` keeps plans of these documents (see `FileDocuments.plan_home`)."""

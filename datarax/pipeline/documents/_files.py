@@ -171,7 +171,7 @@ class FileOptions:
     eos_id: Any = None
 
 
-def _open(found: Found, options: FileOptions, first: int, with_lengths: bool) -> list[Part]:
+def _open(found: Found, options: FileOptions, first: int) -> list[Part]:
     if found.kind == "store":
         return list(open_store(found.path, first))
     if found.kind == "megatron":
@@ -192,9 +192,7 @@ def _open(found: Found, options: FileOptions, first: int, with_lengths: bool) ->
         from datarax.pipeline.documents._jsonl import JsonLinesFile
 
         kind = JsonLinesFile
-    return [
-        kind(found.path, options.field, options.cache_dir, first=first, with_lengths=with_lengths)
-    ]
+    return [kind(found.path, options.field, options.cache_dir, first=first)]
 
 
 def _check_options(found: list[Found], options: FileOptions) -> None:
@@ -228,7 +226,7 @@ class FileDocuments:
         self.parts: list[Part] = []
         starts = [0]
         for item in found:
-            for part in _open(item, options, starts[-1], lengths is None):
+            for part in _open(item, options, starts[-1]):
                 self.parts.append(part)
                 starts.append(starts[-1] + part.count)
         self.starts = np.array(starts, np.int64)
@@ -238,6 +236,15 @@ class FileDocuments:
                 if isinstance(part, IndexedFile):
                     part.given = self.given[start:stop]
         self._lengths: np.ndarray | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def has_lengths(self) -> bool:
+        """Whether the lengths are known without reading the documents."""
+        return self._lengths is not None or all(part.has_lengths for part in self.parts)
 
     @property
     def lengths(self) -> np.ndarray:
@@ -271,7 +278,7 @@ class FileDocuments:
         key = "\0".join(f"{pair.idx_path}\0{pair.stamps}" for pair in pairs)
         names = [pair.idx_path for pair in pairs]
         folder = cached_folder(self.cache_dir, entry_name("lengths", *names), key, make)
-        return np.load(os.path.join(folder, "lengths.npy"), mmap_mode="r")
+        return np.asarray(np.load(os.path.join(folder, "lengths.npy"), mmap_mode="r"))
 
     def plan_home(self) -> tuple[str, list[str]] | None:
         """What identifies these documents' lengths and the folders their packing plans

@@ -187,25 +187,28 @@ def entry_name(*parts: object) -> str:
 class IndexedFile:
     """One documents file: its index, loaded once per process, and reads that check it.
 
-    A subclass sets `kind`, `_compute` (the index from the file; with ``"lengths"`` when
-    asked) and `_read` (documents by their index within the file, in the order asked).
-    `first` is the global index of the file's first document, for error messages.
+    The index is where each document lies, read when the file is opened (a Parquet
+    file's metadata, a pass over a JSON Lines file's line ends); each document's length
+    joins it when first asked for (`lengths`), which reads every document once, unless
+    the caller passed them. A subclass sets `kind`, `_compute` (the index from the file;
+    with ``"lengths"`` when asked) and `_read` (documents by their index within the file,
+    in the order asked). `first` is the global index of the file's first document, for
+    error messages.
     """
 
     kind: ClassVar[str]
 
-    def __init__(self, path: str, field: str, cache_dir: str, *, first: int, with_lengths: bool):
+    def __init__(self, path: str, field: str, cache_dir: str, *, first: int):
         self.path, self.field, self.cache_dir, self.first = path, field, cache_dir, first
         self.stamp = stamp_of(path)
         self.given: np.ndarray | None = None  # lengths the caller passed, once checked
-        self._with_lengths = with_lengths
-        self._index: Index | None = self._load()  # now: bad input fails here, not in a worker
+        self._index: Index | None = self._load(False)  # now: bad input fails here
 
-    def _load(self) -> Index:
+    def _load(self, with_lengths: bool) -> Index:
         check_stamp(self.path, self.stamp)
         index = load_index(self.cache_dir, self.kind, self.path, self.field, self.stamp)
-        if index is None or (self._with_lengths and "lengths" not in index):
-            index = self._compute(self._with_lengths)
+        if index is None or (with_lengths and "lengths" not in index):
+            index = self._compute(with_lengths)
             check_stamp(self.path, self.stamp)  # not changed while it was read
             save_index(self.cache_dir, self.kind, self.path, self.field, self.stamp, index)
         return index
@@ -214,7 +217,7 @@ class IndexedFile:
     def index(self) -> Index:
         """The index, loaded (from the cache, or the file) on first use in each process."""
         if self._index is None:
-            self._index = self._load()
+            self._index = self._load(False)
         return self._index
 
     @property
@@ -222,8 +225,18 @@ class IndexedFile:
         raise NotImplementedError
 
     @property
+    def has_lengths(self) -> bool:
+        """Whether the lengths are known without reading the documents."""
+        return self.given is not None or "lengths" in self.index
+
+    @property
     def lengths(self) -> np.ndarray:
-        return self.given if self.given is not None else self.index["lengths"]
+        """Every document's length: given, cached, or read now (and cached)."""
+        if self.given is not None:
+            return self.given
+        if "lengths" not in self.index:
+            self._index = self._load(True)
+        return self.index["lengths"]
 
     def read(self, local: np.ndarray) -> list[np.ndarray]:
         """Documents `local` (indices within this file, in range), in that order."""

@@ -85,7 +85,8 @@ def _write(folder: str, made: Iterable[tuple[np.ndarray, ...]], parts: PlanParts
 def _mapped(folder: str, name: str, dtype: str, size: int) -> np.ndarray:
     if size == 0:
         return np.zeros(0, dtype)
-    return np.memmap(os.path.join(folder, name), dtype, "r", shape=(size,))
+    # A plain view of the map: slicing a memmap costs Python calls a row.
+    return np.asarray(np.memmap(os.path.join(folder, name), dtype, "r", shape=(size,)))
 
 
 def saved_plan(

@@ -24,7 +24,7 @@ from datarax.pipeline.workers import leave_if_importing_main, usable_cores
 from datarax.sharding._exchange import exchange
 
 _CHUNK_TOKENS = 1 << 23  # tokens read and written at a time, at most (one document more)
-_CHUNK_DOCUMENTS = 1 << 16
+_CHUNK_DOCUMENTS = 1 << 12  # documents read at a time, at most
 _NARROW, _WIDE = np.dtype(np.uint16), np.dtype(np.int32)
 _WAIT_S = 7 * 24 * 3600.0  # how long a process waits for the others to finish their shards
 WRITING, REPLACED = ".writing", ".replaced"
@@ -58,10 +58,12 @@ def _fitted(
 
 def _chunks(documents: Any, start: int, stop: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """(first document, tokens back to back, lengths) of documents ``[start, stop)``, in
-    chunks of about `_CHUNK_TOKENS` tokens (a Parquet file's a row group at a time)."""
-    tokens = int(np.sum(documents.lengths[start:stop], dtype=np.int64))
-    per_chunk = (stop - start) * _CHUNK_TOKENS // max(tokens, 1)
-    chunk = int(min(_CHUNK_DOCUMENTS, max(1, per_chunk)))
+    chunks of about `_CHUNK_TOKENS` tokens where the lengths are known (a Parquet file's
+    a row group at a time), else of `_CHUNK_DOCUMENTS` documents."""
+    chunk = _CHUNK_DOCUMENTS
+    if getattr(documents, "_lengths_known", True) and stop > start:
+        tokens = int(np.sum(documents.lengths[start:stop], dtype=np.int64))
+        chunk = int(min(chunk, max(1, (stop - start) * _CHUNK_TOKENS // max(tokens, 1))))
     stream: Any = getattr(documents, "_stream", None)
     parts = (
         stream(start, stop, chunk)
@@ -205,7 +207,7 @@ def write_documents(
     *,
     dtype: Any = None,
     replace: bool = False,
-    documents_per_shard: int = 1 << 20,
+    documents_per_shard: int = 1 << 16,
     workers: int | None = None,
 ) -> Documents:
     """Writes `documents` as a token store at `path` and returns it as `Documents`.
@@ -219,8 +221,10 @@ def write_documents(
     slice, a shuffled read costs what a read in order does, and no process holds its
     lengths or its packing plans.
 
-    The tokens are read once, in order, in chunks of about 8 million tokens (a Parquet
-    file's a row group at a time), so memory stays bounded whatever the corpus size. By
+    The documents are read once, in order, in chunks of at most 4,096 documents or about
+    8 million tokens (a Parquet file's a row group at a time), so memory stays bounded
+    whatever the corpus size; from Parquet or JSON Lines files whose lengths were not read
+    yet, that one pass is all (the lengths come with the tokens). By
     one rule, a `Documents` over files is written on as many worker processes as this
     host has cores (`workers` sets the count; each opens the files by path), anything
     else in this process. On a JAX cluster (``jax.process_count() > 1``), every process
@@ -243,7 +247,8 @@ def write_documents(
         dtype: the tokens' dtype: uint8, int8, int16, uint16, int32 or int64; None
             chooses as above.
         replace: write over the store at `path` (only a store: other files are refused).
-        documents_per_shard: documents a shard holds (the last holds the rest).
+        documents_per_shard: documents a shard holds (the last holds the rest); a shard is
+            what one process writes, so there are as many to share as shards.
         workers: processes writing this host's shards at once; None: the rule above.
 
     Returns:
