@@ -63,6 +63,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._packing_run import grain_packed
+
 WRITER_OPTIONS = "group_size:1"  # Grain's ArrayRecord tutorial; see the module docstring
 TOKEN_DTYPE = np.dtype("<i4")  # a record's bytes: its tokens, little-endian int32
 
@@ -145,41 +147,9 @@ def grain_array_record_batches(spec: dict[str, Any]) -> Generator[dict[str, np.n
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()  # Grain's processes read absl flags; no command line here
-    length, epochs = spec["length"], spec["epochs"]
-
-    class CutLong(grain.experimental.FlatMapTransform):
-        """A document longer than a row as pieces of at most a row."""
-
-        max_fan_out = spec["max_pieces"]
-
-        def flat_map(self, element: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-            tokens = element["tokens"]
-            return [{"tokens": tokens[at : at + length]} for at in range(0, len(tokens), length)]
-
     source = grain.MapDataset.source(grain.sources.ArrayRecordDataSource(list(spec["files"])))
-    dataset = source.shuffle(seed=0).map(_decoded).repeat(epochs).to_iter_dataset()
-    if spec["method"] == "first_fit":
-        dataset = grain.experimental.FirstFitPackIterDataset(
-            grain.experimental.FlatMapIterDataset(dataset, CutLong()),
-            length_struct={"tokens": length},
-            num_packing_bins=spec["batch_size"],
-        )
-    else:
-        dataset = grain.experimental.ConcatThenSplitIterDataset(
-            dataset, length_struct={"tokens": length}
-        )
-    dataset = dataset.batch(spec["batch_size"])
-    if spec["workers"]:
-        options = grain.MultiprocessingOptions(num_workers=spec["workers"])
-        dataset = dataset.mp_prefetch(options)
-    iterator = iter(dataset)
-    try:
-        for batch in iterator:
-            yield {"tokens": batch["tokens"], "segment_ids": batch["tokens_segment_ids"]}
-    finally:
-        close = getattr(iterator, "close", None)
-        if callable(close):
-            close()
+    dataset = source.shuffle(seed=0).map(_decoded).repeat(spec["epochs"]).to_iter_dataset()
+    return grain_packed(dataset, spec)
 
 
 def _segments(batch: dict[str, np.ndarray]) -> Generator[bytes]:

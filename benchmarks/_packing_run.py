@@ -108,12 +108,13 @@ class ParquetRows:
         return {"tokens": values[offsets[row] : offsets[row + 1]]}
 
 
-def _grain_batches(spec: dict[str, Any]) -> Generator[dict[str, np.ndarray]]:
+def grain_packed(dataset: Any, spec: dict[str, Any]) -> Generator[dict[str, np.ndarray]]:
+    """Grain's packed batches of `dataset` (a Grain ``IterDataset`` of ``{"tokens": ...}``
+    documents), packed as the module docstring says, batched, and with workers
+    prefetched; each as ``{"tokens", "segment_ids"}``. The iterator is closed at the end."""
     import grain
-    from absl import flags
 
-    flags.FLAGS.mark_as_parsed()  # Grain's processes read absl flags; no command line here
-    length, epochs = spec["length"], spec["epochs"]
+    length = spec["length"]
 
     class CutLong(grain.experimental.FlatMapTransform):
         """A document longer than a row as pieces of at most a row."""
@@ -124,12 +125,6 @@ def _grain_batches(spec: dict[str, Any]) -> Generator[dict[str, np.ndarray]]:
             tokens = element["tokens"]
             return [{"tokens": tokens[at : at + length]} for at in range(0, len(tokens), length)]
 
-    if spec["loader"] == "grain-shuffled":
-        source = grain.MapDataset.source(ParquetRows(spec["files"]))
-        dataset = source.shuffle(seed=0).repeat(epochs).to_iter_dataset()
-    else:
-        streamed = grain.experimental.ParquetIterDataset(spec["files"])
-        dataset = grain.experimental.RepeatIterDataset(streamed, epochs)
     if spec["method"] == "first_fit":
         dataset = grain.experimental.FirstFitPackIterDataset(
             grain.experimental.FlatMapIterDataset(dataset, CutLong()),
@@ -152,6 +147,20 @@ def _grain_batches(spec: dict[str, Any]) -> Generator[dict[str, np.ndarray]]:
         close = getattr(iterator, "close", None)
         if callable(close):
             close()
+
+
+def _grain_batches(spec: dict[str, Any]) -> Generator[dict[str, np.ndarray]]:
+    import grain
+    from absl import flags
+
+    flags.FLAGS.mark_as_parsed()  # Grain's processes read absl flags; no command line here
+    if spec["loader"] == "grain-shuffled":
+        source = grain.MapDataset.source(ParquetRows(spec["files"]))
+        dataset = source.shuffle(seed=0).repeat(spec["epochs"]).to_iter_dataset()
+    else:
+        streamed = grain.experimental.ParquetIterDataset(spec["files"])
+        dataset = grain.experimental.RepeatIterDataset(streamed, spec["epochs"])
+    return grain_packed(dataset, spec)
 
 
 def _our_batches(spec: dict[str, Any]) -> Generator[dict[str, np.ndarray]]:

@@ -14,12 +14,12 @@ entropy a token. Written, in this order, into one folder:
   this one process, its token column to numpy (values and offsets, no copy), the files
   dropped from the page cache first: what reading that Parquet in order costs;
 - ``store/``: ``write_documents(Documents(parquet, cache_dir=index), store,
-  replace=True)``, the library's defaults (one shard a 1,048,576 documents: a corpus
-  with fewer is one shard, written by one process whatever the cores). Timed as a user
-  waits for it: building the `Documents` (its lengths: every row group's list offsets
-  read, ``index_s``), the write (``write_s``), then ``fdatasync`` of every file of the
-  store (``sync_s``: a corpus larger than memory could not leave its pages dirty in the
-  cache); the Parquet files are dropped from the cache before each pass. The read and
+  replace=True)``, the library's defaults (65,536 documents a shard, shards written on
+  the usable cores). Timed as a user waits for it: building the `Documents` (the files'
+  metadata: their lengths are read by the write, in its one pass, ``index_s``), the
+  write (``write_s``), then ``fdatasync`` of every file of the store (``sync_s``: a
+  corpus larger than memory could not leave its pages dirty in the cache); the Parquet
+  files are dropped from the cache first. The read and
   the write take turns, ``write_rounds`` times (the store written afresh each time):
   their figures are the means, each round kept under ``rounds``;
 - ``array_record/``: the Parquet read in order as above, a document at a time, into
@@ -197,19 +197,16 @@ def write_store(corpus: Corpus, documents_per_shard: int | None) -> dict[str, An
     paths = corpus.parquet
     drop(paths)
     before, start = read_bytes(), time.perf_counter()
-    documents = Documents(paths, cache_dir=corpus.index)
-    count = len(documents.lengths)
+    documents = Documents(paths, cache_dir=corpus.index)  # the lengths are not read yet
     indexed = time.perf_counter()
-    drop(paths)  # as a corpus larger than memory: the second pass reads from the disk too
-    resumed = time.perf_counter()
     options = {} if documents_per_shard is None else {"documents_per_shard": documents_per_shard}
     store = write_documents(documents, corpus.store, replace=True, **options)
     written = time.perf_counter()
     files = files_under(corpus.store)
     sync(files)
     synced = time.perf_counter()
-    index_s, write_s, sync_s = indexed - start, written - resumed, synced - written
-    tokens = int(np.sum(store.lengths, dtype=np.int64))
+    index_s, write_s, sync_s = indexed - start, written - indexed, synced - written
+    count, tokens = len(store), int(np.sum(store.lengths, dtype=np.int64))
     with open(os.path.join(corpus.store, "manifest.json"), encoding="utf-8") as file:
         manifest = json.load(file)
     return {

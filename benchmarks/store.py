@@ -8,9 +8,11 @@ The corpus (`benchmarks._store_data`, which writes and times every format): by d
 230,000 documents, lengths log-normal around half a row of 2,048 tokens (about 282
 million tokens: 1.13 GB as int32, 4.2 times the 256 MiB of decoded row groups a process
 of ours keeps), ids uniform below 50,257; as ``--files`` Parquet files of ``--group-docs``
-documents a row group (1,000: at most the rows Hugging Face ``datasets`` writes a group
-by default; pyarrow's own default, 1,048,576 rows, would make each file one group larger
-than the cache), the token store written from them (`write_documents`, its defaults;
+documents a row group (1,000: about 5 MB decoded, a group far smaller than the 100 MB
+uncompressed that Hugging Face ``datasets`` 5 aims at, ``datasets.config.
+MAX_ROW_GROUP_SIZE``, the kinder case for a shuffled read; pyarrow's own default, up to
+1,048,576 rows, its ``write_table`` docstring, would make each file one group larger than
+the cache), the token store written from them (`write_documents`, its defaults;
 ``--write-rounds`` times, 2 by default, each after a read of the Parquet in order, the
 reference it is held against: their means count), and as many ArrayRecord files
 (Grain's ``group_size:1``). In ``--data DIR`` (kept and

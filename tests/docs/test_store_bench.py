@@ -99,7 +99,7 @@ def test_speed_ratios_take_each_side_at_its_best_worker_count() -> None:
     assert not parquet["counts"]
 
 
-def test_writing_the_store_counts_its_lengths_pass_and_its_fdatasync() -> None:
+def test_writing_the_store_counts_building_the_documents_and_the_fdatasync() -> None:
     store = {"index_s": 1.0, "write_s": 2.0, "sync_s": 1.0, "s": 4.0}
     data = {"read_parquet": {"s": 1.8}, "store": store}
 
@@ -108,7 +108,7 @@ def test_writing_the_store_counts_its_lengths_pass_and_its_fdatasync() -> None:
     [write] = [row for row in summary["targets"] if row["name"].startswith("writing the store")]
     assert write["value"] == pytest.approx(0.45) and write["target"] == ">= 0.5"
     assert not write["pass"] and write["counts"]
-    assert "lengths 1.00 + write 2.00 + fdatasync 1.00" in write["name"]
+    assert "Documents 1.00 + write 2.00 + fdatasync 1.00" in write["name"]
     [alone] = [row for row in summary["targets"] if "write_documents call alone" in row["name"]]
     assert alone["value"] == pytest.approx(0.9) and not alone["counts"]
 
