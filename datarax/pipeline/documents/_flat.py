@@ -89,28 +89,30 @@ def check_eos(eos_id: Any, dtype: np.dtype, path: str) -> int:
     return int(eos_id)
 
 
-def _lengths(path: str, offset: int, dtype: np.dtype, eos_id: int) -> np.ndarray:
-    """Each document's length, in one pass over the tokens, a chunk at a time."""
-    ends, seen = [np.zeros(1, np.int64)], 0
-    with open(path, "rb") as file:
+def _write_lengths(path: str, offset: int, dtype: np.dtype, eos_id: int, target: str) -> None:
+    """Each document's length, found in one pass over the tokens a chunk at a time and
+    written to `target` as int32 as they come (nothing of the corpus's size is held)."""
+    begin = seen = 0  # where the document being read begins; tokens read so far
+    with open(path, "rb") as file, open(target, "wb") as out:
         file.seek(offset)
-        while True:
-            tokens = np.fromfile(file, dtype, _CHUNK_TOKENS)
-            if not tokens.size:
-                break
-            ends.append(np.flatnonzero(tokens == eos_id).astype(np.int64) + seen + 1)
+        while (tokens := np.fromfile(file, dtype, _CHUNK_TOKENS)).size:
+            ends = np.flatnonzero(tokens == eos_id).astype(np.int64) + seen + 1
+            if ends.size:
+                _checked(np.diff(ends, prepend=begin), path, eos_id).tofile(out)
+                begin = int(ends[-1])
             seen += tokens.size
-    stops = np.concatenate(ends)
-    if stops[-1] != seen:
-        stops = np.append(stops, seen)  # the tail after the last end-of-text id
-    lengths = np.diff(stops)
-    if lengths.size and lengths.max() > _INT32_MAX:
+        if begin != seen:  # the tail after the last end-of-text id
+            _checked(np.array([seen - begin]), path, eos_id).tofile(out)
+
+
+def _checked(lengths: np.ndarray, path: str, eos_id: int) -> np.ndarray:
+    if lengths.max() > _INT32_MAX:
         raise DocumentFormatError(
             f"{path} has a document of {lengths.max()} tokens, more than an index of "
             f"Megatron's format counts (int32): is eos_id={eos_id} the right id?",
             path=path,
         )
-    return lengths.astype(np.int32)
+    return lengths.astype("<i4")
 
 
 def open_flat(path: str, dtype: Any, eos_id: Any, cache_dir: str, first: int) -> IndexedPair:
@@ -126,7 +128,13 @@ def open_flat(path: str, dtype: Any, eos_id: Any, cache_dir: str, first: int) ->
         )
 
     def make(folder: str) -> None:
-        write_index(os.path.join(folder, "index.idx"), _lengths(path, offset, found, eos), found)
+        lengths = os.path.join(folder, "lengths")
+        _write_lengths(path, offset, found, eos, lengths)
+        empty = not os.path.getsize(lengths)  # a map of an empty file cannot be made
+        mapped = np.zeros(0, np.int32) if empty else np.memmap(lengths, np.int32, "r")
+        write_index(os.path.join(folder, "index.idx"), mapped, found)
+        del mapped
+        os.unlink(lengths)
 
     key = f"v1\0{path}\0{stamp}\0{found.str}\0{eos}\0{offset}"
     folder = cached_folder(cache_dir, entry_name("flat", path), key, make)

@@ -300,15 +300,21 @@ class PairWriter:
 
 
 def write_index(idx_path: str, lengths: np.ndarray, dtype: np.dtype) -> None:
-    """The index of documents of `lengths` laid back to back in `dtype`, one a document."""
-    pointers = np.zeros(len(lengths), np.int64)
-    np.cumsum(lengths[:-1], out=pointers[1:])
-    pointers *= np.dtype(dtype).itemsize
+    """The index of documents of `lengths` laid back to back in `dtype`, one a document,
+    written `_CHUNK` entries at a time (`lengths` may be a map of a file: no copy of it)."""
+    count, itemsize = len(lengths), np.dtype(dtype).itemsize
     with open(idx_path, "wb") as file:
-        file.write(_HEADER.pack(MAGIC, 1, code_of(np.dtype(dtype)), len(lengths), len(lengths) + 1))
-        file.write(lengths.astype("<i4").tobytes())
-        file.write(pointers.astype("<i8").tobytes())
-        file.write(np.arange(len(lengths) + 1, dtype="<i8").tobytes())
+        file.write(_HEADER.pack(MAGIC, 1, code_of(np.dtype(dtype)), count, count + 1))
+        for start in range(0, count, _CHUNK):
+            file.write(np.asarray(lengths[start : start + _CHUNK], "<i4").tobytes())
+        laid = 0  # bytes of the documents before this chunk
+        for start in range(0, count, _CHUNK):
+            sizes = np.asarray(lengths[start : start + _CHUNK], np.int64) * itemsize
+            ends = laid + np.cumsum(sizes)
+            file.write((ends - sizes).astype("<i8").tobytes())
+            laid = int(ends[-1])
+        for start in range(0, count + 1, _CHUNK):
+            file.write(np.arange(start, min(count + 1, start + _CHUNK), dtype="<i8").tobytes())
 
 
 def _rewrite(bin_path: str, old: np.dtype, new: np.dtype, chunk_tokens: int = 1 << 24) -> None:
