@@ -185,3 +185,41 @@ def test_a_tiny_run_measures_every_candidate(tmp_path: Path) -> None:
         assert (
             f"{row['name']}: {row['value']:.3f}, target {row['target']}: {verdict}" in done.stdout
         )
+
+
+PAGE = REPO / "docs" / "benchmarks" / "README.md"
+ROWS = {
+    "ours, store, concat, in order": "ours-store concat in-order",
+    "ours, store, concat, shuffled": "ours-store concat shuffled",
+    "ours, store, first-fit, shuffled": "ours-store first_fit shuffled",
+    "ours, Parquet, first-fit, shuffled": "ours-parquet first_fit shuffled",
+    "Grain, streaming Parquet, first-fit": "grain-streamed first_fit in-order",
+    "Grain, streaming Parquet, concat": "grain-streamed concat in-order",
+    "Grain, ArrayRecord shuffled, first-fit": "grain-arrayrecord first_fit shuffled",
+    "Grain, ArrayRecord shuffled, concat": "grain-arrayrecord concat shuffled",
+}
+
+
+@pytest.mark.parametrize(
+    ("heading", "recorded", "workers"),
+    [
+        ("### The store on 2 cores", "store_two_core.json", 2),
+        ("### The store on a TPU v5e host", "store_tpu_host.json", 12),
+    ],
+)
+def test_the_benchmarks_page_quotes_the_recorded_rates(
+    heading: str, recorded: str, workers: int
+) -> None:
+    """Each candidate's tokens a second on the page, at both worker counts, are its means
+    in the recorded results, as the summary computes them."""
+    section = PAGE.read_text().split(heading)[1].split("\n### ")[0]
+    summary = summarize(json.loads((REPO / "docs" / "benchmarks" / recorded).read_text()))
+    rates = summary["summary"]
+    for label, name in ROWS.items():
+        [line] = [row for row in section.splitlines() if row.startswith(f"| {label} |")]
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        for cell, count in zip(cells[1:3], (0, workers), strict=True):
+            assert cell == f"{rates[f'{name} workers={count}']['tokens_per_s'] / 1e6:.2f}", (
+                label,
+                count,
+            )

@@ -14,12 +14,12 @@ Reading costs no pass over the tokens: the lengths and offsets are views of the 
 mapped into memory, and a document is one read of its byte range of the ``.bin``
 (``pread``), nothing decoded. The documents of one read are first asked of the kernel all
 at once (``POSIX_FADV_WILLNEED``, neighbouring ranges merged), so a disk serves them
-together rather than one after another. The ``.bin`` is not mapped: a random read of a
-mapped page costs a page fault in each process the first time it touches the page, which
-measured 15 times slower than ``pread`` here (30 against 445 million tokens a second,
-2,400-token documents, warm page cache), and mapped pages count in each process's
-resident memory. Opening a pair checks its header, its size and, in one pass over the
-index read in chunks (not kept in memory), that every sequence lies inside the ``.bin``.
+together rather than one after another. The ``.bin`` is read, not mapped: every page of
+a map that a process has touched counts in its resident memory, and a shuffled read
+touches them all; a ``pread`` copies from the page cache, which the processes share
+(`benchmarks/document_reads.py` measures both ways). Opening a pair checks its header,
+its size and, in one pass over the index read in chunks (not kept in memory), that every
+sequence lies inside the ``.bin``.
 """
 
 from __future__ import annotations
