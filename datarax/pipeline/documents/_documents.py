@@ -80,8 +80,8 @@ class Documents(CheckedLengths):
       dataset by its prefix (the path to which ``.bin`` and ``.idx`` are appended, as
       Megatron and NeMo name them) or its ``.idx``, or a flat token file: a ``.npy`` file,
       or a raw ``.bin`` given `dtype`, each document ending with (and holding) `eos_id`,
-      the tokens after the last one a document too. All three are read by memory map: a
-      document is a slice of the file, and nothing is decoded;
+      the tokens after the last one a document too. All three are read without decoding:
+      the index is mapped, and a document is one read of its bytes;
     - a Parquet file (``.parquet``: a column `field` of lists of integers; needs the
       ``parquet`` extra) or a JSON Lines file (``.jsonl`` or ``.json``: one JSON object a
       line, its tokens under `field`; blank lines are skipped);

@@ -173,16 +173,16 @@ class FileOptions:
 
 def _open(found: Found, options: FileOptions, first: int) -> list[Part]:
     if found.kind == "store":
-        return list(open_store(found.path, first))
+        return list[Part](open_store(found.path))
     if found.kind == "megatron":
-        return [IndexedPair(found.path + ".idx", found.path + ".bin", first=first)]
+        return [IndexedPair(found.path + ".idx", found.path + ".bin")]
     if found.kind == "flat":
         if options.eos_id is None:
             raise ValueError(
                 f"{found.path} is a flat token file: pass eos_id=, the end-of-text id that "
                 "ends each document in it."
             )
-        return [open_flat(found.path, options.dtype, options.eos_id, options.cache_dir, first)]
+        return [open_flat(found.path, options.dtype, options.eos_id, options.cache_dir)]
     if found.kind == "parquet":
         require("pyarrow", "parquet", "datarax.pipeline.Documents over Parquet files")
         from datarax.pipeline.documents._parquet import ParquetFile

@@ -6,7 +6,7 @@ A document ends with, and holds, the end-of-text id; tokens after the last one a
 last document. The index (where each document starts and how long it is) is found in
 one pass over the tokens, read in chunks, and kept in the cache as an index of
 Megatron's format over the file, so the file is then read exactly as a Megatron pair is:
-by memory map, a document a slice.
+its index mapped, a document one read of its bytes.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def _checked(lengths: np.ndarray, path: str, eos_id: int) -> np.ndarray:
     return lengths.astype("<i4")
 
 
-def open_flat(path: str, dtype: Any, eos_id: Any, cache_dir: str, first: int) -> IndexedPair:
+def open_flat(path: str, dtype: Any, eos_id: Any, cache_dir: str) -> IndexedPair:
     """The documents of the flat token file `path`, its index found once and cached."""
     offset, found = layout(path, dtype)
     eos = check_eos(eos_id, found, path)
@@ -138,4 +138,4 @@ def open_flat(path: str, dtype: Any, eos_id: Any, cache_dir: str, first: int) ->
 
     key = f"v1\0{path}\0{stamp}\0{found.str}\0{eos}\0{offset}"
     folder = cached_folder(cache_dir, entry_name("flat", path), key, make)
-    return IndexedPair(os.path.join(folder, "index.idx"), path, bin_offset=offset, first=first)
+    return IndexedPair(os.path.join(folder, "index.idx"), path, bin_offset=offset)

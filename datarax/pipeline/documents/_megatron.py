@@ -125,20 +125,15 @@ def read_header(idx_path: str) -> tuple[np.dtype, int, int]:
 
 class IndexedPair:
     """One ``.idx`` (mapped) and its ``.bin`` (the tokens from byte `bin_offset` on, read
-    by byte range). `first` is the global index of its first document, for errors.
+    by byte range).
 
     Pickled, it holds the paths, the header and the files' stamps; each process maps
     and opens the files itself, once they are as they were when this pair was opened.
     """
 
-    def __init__(self, idx_path: str, bin_path: str, *, bin_offset: int = 0, first: int = 0):
-        self.idx_path, self.bin_path, self.bin_offset, self.first = (
-            idx_path,
-            bin_path,
-            bin_offset,
-            first,
-        )
-        self.dtype, self.count, self._document_indices = read_header(idx_path)
+    def __init__(self, idx_path: str, bin_path: str, *, bin_offset: int = 0):
+        self.idx_path, self.bin_path, self.bin_offset = idx_path, bin_path, bin_offset
+        self.dtype, self.count, _ = read_header(idx_path)
         self.stamps = (stamp_of(idx_path), stamp_of(bin_path))
         self._check_bounds()
         self._maps: tuple[np.ndarray, np.ndarray, int] | None = None

@@ -82,7 +82,7 @@ def _manifest(folder: str) -> dict[str, Any]:
     return manifest
 
 
-def open_store(folder: str, first: int) -> list[IndexedPair]:
+def open_store(folder: str) -> list[IndexedPair]:
     """The shards of the store in `folder`, in order, each checked against the manifest.
 
     Raises:
@@ -100,7 +100,7 @@ def open_store(folder: str, first: int) -> list[IndexedPair]:
                     "write the store again.",
                     path=prefix + suffix,
                 )
-        pair = IndexedPair(prefix + ".idx", prefix + ".bin", first=first)
+        pair = IndexedPair(prefix + ".idx", prefix + ".bin")
         held = pair.token_bytes // pair.dtype.itemsize
         if (pair.count, held, pair.dtype.name) != (documents, tokens, manifest["dtype"]):
             raise DocumentFormatError(
@@ -110,5 +110,4 @@ def open_store(folder: str, first: int) -> list[IndexedPair]:
                 path=prefix + ".idx",
             )
         pairs.append(pair)
-        first += documents
     return pairs

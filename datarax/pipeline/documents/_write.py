@@ -217,21 +217,23 @@ def write_documents(
     document: each pair readable by Megatron's own reader) and a ``manifest.json`` naming
     the shards in order with their counts, the dtype and the token total. Shard k holds
     documents ``[k*S, (k+1)*S)`` for S = `documents_per_shard`, so the store follows from
-    the documents alone. Reading it back (`Documents(path)`) maps it: a document is a
-    slice, a shuffled read costs what a read in order does, and no process holds its
-    lengths or its packing plans.
+    the documents alone. Read back (`Documents(path)`), its index is mapped and a
+    document is one read of its bytes, nothing decoded, so a shuffled read needs no
+    cache of decoded groups, and no process holds its lengths or its packing plans.
 
     The documents are read once, in order, in chunks of at most 4,096 documents or about
     8 million tokens (a Parquet file's a row group at a time), so memory stays bounded
     whatever the corpus size; from Parquet or JSON Lines files whose lengths were not read
-    yet, that one pass is all (the lengths come with the tokens). By
-    one rule, a `Documents` over files is written on as many worker processes as this
-    host has cores (`workers` sets the count; each opens the files by path), anything
-    else in this process. On a JAX cluster (``jax.process_count() > 1``), every process
-    must call this with the same documents and arguments, and a `path` all of them share:
-    each writes the shards of its contiguous share of the documents, and process 0 writes
-    the manifest once all have finished, so the store is the same, file for file,
-    whatever the number of processes; a failure on any process is raised on all of them.
+    yet, that one pass is all (the lengths come with the tokens). By one rule, a
+    `Documents` over files is written on as many worker processes as this host has cores
+    and the store has shards (`workers` sets the count; each opens the files by path),
+    anything else in this process; a process's first workers start a forkserver (about a
+    second on 2 cores, 3.5 on a TPU v5e host), more than a small corpus takes to write.
+    On a JAX cluster (``jax.process_count() > 1``), every process must call this with the
+    same documents and arguments, and a `path` all of them share: each writes the shards
+    of its contiguous share of the documents, and process 0 writes the manifest once all
+    have finished, so the store is the same, file for file, whatever the number of
+    processes; a failure on any process is raised on all of them.
 
     `dtype` None stores uint16 while every token is below 65,536 and int32 otherwise
     (the shards written narrower are widened at the end); a token that does not fit the
