@@ -50,18 +50,15 @@ from __future__ import annotations
 import gc
 import importlib
 import itertools
-import json
 import multiprocessing
 import multiprocessing.forkserver
-import os
-import sys
 import time
 from collections.abc import Generator
 from typing import Any
 
 import numpy as np
 
-from benchmarks._packing_run import _grain_batches, _peak_rss_mb
+from benchmarks._packing_run import _grain_batches, _peak_rss_mb, main
 from benchmarks._store_data import read_bytes
 
 REAP_GRACE_S = 20.0
@@ -188,15 +185,5 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    print(json.dumps(measure(spec)), flush=True)
-    if not spec["loader"].startswith("ours"):
-        # Leave without the interpreter's teardown: a closed Grain iterator's finalizers
-        # print errors while modules are torn down. Everything is written by now.
-        sys.stderr.flush()
-        os._exit(0)
-
-
 if __name__ == "__main__":
-    main()
+    main(measure)
