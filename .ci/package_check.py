@@ -49,6 +49,7 @@ PUBLIC_MODULES: dict[str, str | None] = {
     "datarax.sharding.array_sharder": None,
     "datarax.sharding.jax_process_sharder": None,
     "datarax.pipeline": None,
+    "datarax.pipeline.documents": None,
     "datarax.distributed": None,
     "datarax_course": None,
     "datarax.exercises": None,
