@@ -90,7 +90,10 @@ def check_number(
     number: Any = value  # compared before float(), which overflows on huge ints
     if not low <= number <= high:  # False for NaN
         raise ValueError(f"{what}, got {value!r:.100}.")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond any float
+        raise ValueError(f"{what}, got {value!r:.100}, more than a float holds.") from None
 
 
 def check_str(

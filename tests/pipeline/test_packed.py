@@ -113,13 +113,21 @@ def test_the_plan_reads_no_document_and_is_the_same_wherever_made() -> None:
     assert pieces != [other.pieces(r)["document"].tolist() for r in range(50)]
 
 
-def test_a_pickled_packed_plans_again_and_gives_the_same_rows() -> None:
+def test_a_pickled_packed_carries_its_plan_and_plans_nothing_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker receives the plan of documents in memory: planning runs once per process
+    tree, not once a worker."""
+    from datarax.pipeline.documents import _packed
+
     lengths = np.random.default_rng(5).integers(1, 50, 400)
     documents = Documents([np.arange(n) for n in lengths], lengths=lengths)
     packed = Packed(documents, 64, rngs=nnx.Rngs(1))
     data = pickle.dumps(packed)
-    assert len(data) - len(pickle.dumps(documents)) < 500  # the arguments, not the plan
+    plans: list[int] = []
+    monkeypatch.setattr(_packed, "make_plan", lambda *args: plans.append(1))
     copy = pickle.loads(data)
+    assert plans == []
     for r in (0, 5, len(packed) - 1):
         assert all((copy[r][k] == packed[r][k]).all() for k in packed[r])
 

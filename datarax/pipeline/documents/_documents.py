@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -45,22 +45,38 @@ class SequenceDocuments:
     data source), each item 1-D integers or a dict holding them under `field`."""
 
     def __init__(self, data: Any, field: str, lengths: np.ndarray | None):
+        if isinstance(data, Mapping):
+            raise TypeError(
+                f"data is a {type(data).__name__} (keys {list(map(str, data))[:5]}), not a "
+                "sequence of documents: pass the column that holds the token ids, e.g. "
+                "Documents(data['tokens'])."
+            )
         self.data, self.field = data, field
         if lengths is None:
             lengths = np.fromiter(
-                (len(as_document(data[i], i, field)) for i in range(len(data))),
+                (len(as_document(self._item(i), i, field)) for i in range(len(data))),
                 np.int64,
                 count=len(data),
             )
         self.lengths = check_lengths(lengths, count=len(data))
         self.count = len(self.lengths)
 
+    def _item(self, index: int) -> Any:
+        try:
+            return self.data[index]
+        except (KeyError, IndexError) as error:
+            raise TypeError(
+                f"data[{index}] raised {type(error).__name__} ({error}), but data has "
+                f"{len(self.data)} items: Documents reads a sequence by position, 0 to "
+                "len - 1. A pandas Series is read by label: pass series.to_list()."
+            ) from None
+
     def read(self, indices: np.ndarray) -> list[np.ndarray]:
         asked = [int(i) for i in indices]
         getitems: Callable[[list[int]], Sequence[Any]] | None = getattr(
             self.data, "__getitems__", None
         )
-        items = list(getitems(asked)) if callable(getitems) else [self.data[i] for i in asked]
+        items = list(getitems(asked)) if callable(getitems) else [self._item(i) for i in asked]
         return [as_document(item, i, self.field) for item, i in zip(items, asked, strict=True)]
 
 

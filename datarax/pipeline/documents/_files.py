@@ -281,13 +281,17 @@ class FileDocuments:
         return np.asarray(np.load(os.path.join(folder, "lengths.npy"), mmap_mode="r"))
 
     def plan_home(self) -> tuple[str, list[str]] | None:
-        """What identifies these documents' lengths and the folders their packing plans
-        are kept in (the store's ``plans`` first, when they are one store); None unless
-        every file is indexed (lengths mapped, not passed)."""
-        pairs = [part for part in self.parts if isinstance(part, IndexedPair)]
-        if self.given is not None or not pairs or len(pairs) != len(self.parts):
+        """What identifies these documents' lengths (every file's path, stamps and field)
+        and the folders their packing plans are kept in (the store's ``plans`` first, when
+        they are one store); None where the lengths were passed, not read from the files."""
+        if self.given is not None or not self.parts:
             return None
-        identity = "\0".join(f"{pair.idx_path}\0{pair.stamps}" for pair in pairs)
+        identity = "\0".join(
+            f"{part.idx_path}\0{part.stamps}"
+            if isinstance(part, IndexedPair)
+            else f"{part.path}\0{part.stamp}\0{part.field}"
+            for part in self.parts
+        )
         roots = [] if self.store is None else [os.path.join(self.store, "plans")]
         return identity, [*roots, os.path.join(self.cache_dir, "plans")]
 

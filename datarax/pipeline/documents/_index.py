@@ -24,6 +24,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -91,7 +92,7 @@ def load_index(cache_dir: str, kind: str, path: str, field: str, stamp: Stamp) -
     try:
         with np.load(entry, allow_pickle=False) as stored:
             arrays = {name: stored[name] for name in stored.files}
-    except (OSError, ValueError, KeyError, EOFError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # damaged: rebuilt
         return None
     if "key" not in arrays or str(arrays.pop("key")) != _key(kind, path, field, stamp):
         return None
@@ -111,10 +112,12 @@ def save_index(
             arrays: dict[str, Any] = {**index, "key": np.array(_key(kind, path, field, stamp))}
             np.savez(file, **arrays)
         os.replace(temporary, entry)
-    except OSError:
+    except BaseException as error:  # a Ctrl-C too: no temporary file is left behind
         if temporary is not None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+        if not isinstance(error, OSError):
+            raise
 
 
 def read_key(folder: str) -> str | None:

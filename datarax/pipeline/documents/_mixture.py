@@ -62,10 +62,11 @@ def _checked_weights(names: list[str], weights: Any) -> np.ndarray:
     if not np.isfinite(checked).all():
         bad = names[int(np.flatnonzero(~np.isfinite(checked))[0])]
         raise ValueError(f"weights[{bad!r}] must be finite, got {checked[names.index(bad)]}.")
-    if checked.sum() <= 0:
+    if checked.max() <= 0:
         raise ValueError(
             f"weights must not all be zero, got {dict(zip(names, values, strict=True))}."
         )
+    checked = checked / checked.max()  # first: a sum of weights near the largest float overflows
     return checked / checked.sum()
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from flax import nnx
 
 from datarax._validate import check_int, check_str
-from datarax.errors import SourceChangedError
+from datarax.errors import DocumentError, SourceChangedError
 from datarax.pipeline._order import shuffle_seed
 from datarax.pipeline.documents._contract import (
     DocumentSource,
@@ -53,14 +53,15 @@ class Packed:
 
     The plan is computed from ``documents.lengths`` alone (no document is read) and is
     the same wherever the same documents and arguments are given. Where it lives, by one
-    rule: over a `Documents` of indexed files only (token stores, Megatron pairs, flat
-    token files) it is computed once, on every core, kept in files (in the store's
-    ``plans`` folder when the documents are one store and it can be written, else in the
-    documents' ``cache_dir``) and memory-mapped by every process that packs the same
-    files the same way, workers included; over anything else it is computed here in
-    memory, and again where a pickled copy is unpickled. Empty documents have no tokens
-    to place and are left out (`empty_documents` counts them). Reading a row checks each
-    document it reads against its planned length.
+    rule: over a `Documents` of files whose lengths it read (token stores, Megatron
+    pairs, flat token files, Parquet, JSON Lines) it is computed once, on every core, kept
+    in files (in the store's ``plans`` folder when the documents are one store and it can
+    be written, else in the documents' ``cache_dir``) and memory-mapped by every process
+    that packs the same files the same way, workers included; over anything else it is
+    computed here in memory, and a pickled copy (a worker's) carries it. Empty documents
+    have no tokens to place and are left out (`empty_documents` counts them); documents
+    that are all empty, or none, give 0 rows. Reading a row checks each document it reads
+    against its planned length.
 
     Args:
         documents: a `Documents` or `Mixture` (anything with ``lengths``, ``__len__``,
@@ -105,6 +106,7 @@ class Packed:
         arguments = (self._length, self._method, self._seed)
         home: Any = getattr(self._documents, "_plan_home", None)
         where = home() if home is not None else None
+        self._in_files = where is not None
         if where is None:
             return make_plan(self._lengths, *arguments)
         identity, roots = where
@@ -116,13 +118,15 @@ class Packed:
             "length": self._length,
             "method": self._method,
             "seed": self._seed,
+            "plan": None if self._in_files else self._plan,  # kept in files: found again
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._documents, self._length = state["documents"], state["length"]
         self._method, self._seed = state["method"], state["seed"]
         self._lengths = source_lengths("documents", self._documents)
-        self._plan = self._make_plan()
+        self._in_files = state["plan"] is None
+        self._plan = self._make_plan() if state["plan"] is None else state["plan"]
 
     documents = property(lambda self: self._documents, doc="The documents packed.")
     length = property(lambda self: self._length, doc="Tokens a row.")
@@ -200,6 +204,13 @@ class Packed:
                     now=int(np.prod(shape)),
                 )
         for doc, tokens in zip(wanted.tolist(), documents, strict=True):
+            if tokens.dtype.kind not in "iu":
+                raise DocumentError(
+                    f"Document {doc} is an array of {tokens.dtype}, not integer token ids: "
+                    "the documents must hold token ids (wrap them in Documents to check "
+                    "them where they enter).",
+                    index=doc,
+                )
             if len(tokens) and not np.can_cast(tokens.dtype, np.int32):
                 low, high = int(tokens.min()), int(tokens.max())
                 if low < _INT32.min or high > _INT32.max:

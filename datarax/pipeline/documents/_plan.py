@@ -29,14 +29,18 @@ _saved_plans`).
 
 from __future__ import annotations
 
+import bisect
+import collections
 import dataclasses
 import itertools
+import os
 
 import numpy as np
 
 from datarax.pipeline._permutation import Permutation
 
 BLOCK = 1 << 20  # documents packed together by first_fit
+_BYTES_A_PIECE = 40  # what planning holds for a piece at its peak
 _INT32_MAX = np.iinfo(np.int32).max
 
 
@@ -125,17 +129,24 @@ class PackingPlan:
 
 
 class _OpenRows:
-    """Rows with room left, grouped by how much: the best-fitting row found in O(1) numpy
-    calls per size class."""
+    """Rows with room left, grouped by how much, the amounts kept sorted: the best-fitting
+    row for a piece is found by one bisection, whatever the row's length."""
 
-    def __init__(self, length: int):
-        self.count = np.zeros(length, np.int64)  # rows with exactly f tokens free, f < length
-        self.rows: list[list[np.ndarray]] = [[] for _ in range(length)]
+    def __init__(self) -> None:
+        self.rows: dict[int, collections.deque[np.ndarray]] = {}  # free tokens -> row groups
+        self.free: list[int] = []  # the amounts with rows, ascending
 
     def add(self, free: int, rows: np.ndarray) -> None:
         if free > 0 and len(rows):
+            if free not in self.rows:
+                self.rows[free] = collections.deque()
+                bisect.insort(self.free, free)
             self.rows[free].append(rows)
-            self.count[free] += len(rows)
+
+    def fullest(self, size: int) -> int | None:
+        """The fewest free tokens of a row that holds `size` more; None where none does."""
+        at = bisect.bisect_left(self.free, size)
+        return self.free[at] if at < len(self.free) else None
 
     def take(self, free: int, wanted: int) -> np.ndarray:
         """Up to `wanted` rows with `free` tokens free, the oldest first."""
@@ -146,27 +157,27 @@ class _OpenRows:
             if len(head) > wanted:
                 chunks[0] = head[wanted:]
             else:
-                chunks.pop(0)
+                chunks.popleft()
             wanted -= len(taken[-1])
-        rows = np.concatenate(taken) if taken else np.empty(0, np.int64)
-        self.count[free] -= len(rows)
-        return rows
+        if not chunks:
+            del self.rows[free]
+            del self.free[bisect.bisect_left(self.free, free)]
+        return np.concatenate(taken) if taken else np.empty(0, np.int64)
 
 
 def _place_pieces(sizes: np.ndarray, length: int, rows: int) -> tuple[np.ndarray, int]:
     """The row of every piece of `sizes` (sorted longest first), placed first-fit
     decreasing into rows numbered from `rows` on; and the rows in all after it."""
     row_of = np.empty(len(sizes), np.int64)
-    open_rows = _OpenRows(length)
+    open_rows = _OpenRows()
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(sizes)) + 1, [len(sizes)]])
     for first, stop in itertools.pairwise(bounds.tolist()):  # one size class each
         if first == stop:  # no pieces at all
             continue
         size, at = int(sizes[first]), int(first)
         while at < stop:
-            fits = np.flatnonzero(open_rows.count[size:])
-            if len(fits):  # the fullest rows that still hold a piece of this size
-                free = size + int(fits[0])
+            free = open_rows.fullest(size)
+            if free is not None:  # the fullest rows that still hold a piece of this size
                 chosen = open_rows.take(free, int(stop - at))
                 row_of[at : at + len(chosen)] = chosen
                 open_rows.add(free - size, chosen)
@@ -182,6 +193,19 @@ def _place_pieces(sizes: np.ndarray, length: int, rows: int) -> tuple[np.ndarray
             rows += full + bool(partial)
             at = int(stop)
     return row_of, rows
+
+
+def _check_fits(pieces: int, length: int) -> None:
+    """Raises ValueError where a block's `pieces` (about 40 bytes each while it is planned)
+    would not fit this machine's memory: lengths that large are most likely wrong."""
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if pieces * _BYTES_A_PIECE > memory:
+        raise ValueError(
+            f"The documents' lengths make {pieces:,} pieces of rows of {length} tokens in one "
+            f"block of the plan: {pieces * _BYTES_A_PIECE / 2**30:,.0f} GiB to plan, more than "
+            f"this machine's {memory / 2**30:,.0f} GiB. Check the lengths (a length read "
+            "wrong, or a separator missing), or pack into longer rows."
+        )
 
 
 def first_fit_block(
@@ -200,6 +224,7 @@ def first_fit_block(
     # Cut documents longer than a row: whole rows of their own, then the rest as a piece.
     whole_rows = sizes // length
     rest = sizes - whole_rows * length
+    _check_fits(int(whole_rows.sum()) + int(np.count_nonzero(rest)), length)
     cut_doc = np.repeat(order, whole_rows)
     cut_start = (
         np.arange(len(cut_doc)) - np.repeat(np.cumsum(whole_rows) - whole_rows, whole_rows)
