@@ -53,7 +53,10 @@ class Pipeline:
     (``sharding=S``): batch k is the rows ``epoch_order(epoch)[k*B:(k+1)*B]`` on any
     number of hosts; each host reads only the rows its devices hold under S, runs
     `stages` on them and builds the global batch, then runs `device_stages`. The state
-    names no process, so a job saved on 2 hosts resumes at the next batch on 1 or 4.
+    names no process, so a job saved on 2 hosts resumes at the next batch on 1 or 4. A
+    source with a ``fingerprint`` (a str saying what its records depend on beyond their
+    count, as `Packed` has) has it kept in the state, and a state of another fingerprint
+    is refused; a state without one (other sources, earlier releases) resumes as before.
 
     Args:
         source: a dict (or other pytree) of equal-length arrays, an `ArraySource`, or
@@ -182,7 +185,9 @@ class Pipeline:
 
     def _state(self) -> PipelineState:
         seed = None if self._order.seed is None else tuple(self._order.seed)
-        return self._position.state(self._count, self.batch_size, self._length, seed)
+        fingerprint = getattr(self._source, "fingerprint", None)  # what its records depend on
+        fingerprint = fingerprint if isinstance(fingerprint, str) else None
+        return self._position.state(self._count, self.batch_size, self._length, seed, fingerprint)
 
     @property
     def _generation(self) -> int:  # what an Epoch compares with its own

@@ -184,10 +184,12 @@ def _collate(records: list[Any], indices: list[int]) -> Any:
         shapes = [np.shape(value) for value in column]
         odd = next((k for k, shape in enumerate(shapes) if shape != shapes[0]), None)
         if odd is not None:
+            documents = len(shapes[0]) == len(shapes[odd]) == 1
+            hint = " (token documents: pack them into rows, Packed(documents, length))"
             raise ValueError(
                 f"Records differ in shape: {name} has shape {shapes[0]}, but the same leaf "
                 f"of source[{indices[odd]}] has {shapes[odd]}. Stacking rows needs one shape: "
-                "pad or crop the records in the source."
+                f"pad or crop the records in the source{hint if documents else ''}."
             )
         dtypes = [getattr(value, "dtype", None) for value in column]
         odd = next((k for k, d in enumerate(dtypes) if d is not None and d != dtypes[0]), None)

@@ -22,6 +22,7 @@ from datarax._validate import check_int
 from datarax.errors import PipelineStateError
 
 STATE_KEYS = ("epoch", "batch_index", "batch_size", "source_length", "seed")
+FINGERPRINT = "fingerprint"  # only where the source has one (`Packed`)
 _MUST_MATCH = ("batch_size", "source_length", "seed")
 
 
@@ -43,10 +44,12 @@ def check_pipeline_state(state: Any) -> dict[str, Any]:
         >>> check_pipeline_state(state) == state
         True
     """
-    if not isinstance(state, Mapping) or set(state) != set(STATE_KEYS):
+    keys = set(state) - {FINGERPRINT} if isinstance(state, Mapping) else None
+    if keys != set(STATE_KEYS):
         got = sorted(map(str, state)) if isinstance(state, Mapping) else type(state).__name__
         raise PipelineStateError(
-            f"state must be the dict get_state() returns, with keys {list(STATE_KEYS)}; got {got}."
+            f"state must be the dict get_state() returns, with keys {list(STATE_KEYS)} (and "
+            f"{FINGERPRINT!r} where the source has one); got {got}."
         )
     checked: dict[str, Any] = {}
     for key in ("epoch", "batch_index", "batch_size", "source_length"):
@@ -62,6 +65,14 @@ def check_pipeline_state(state: Any) -> dict[str, Any]:
             key="seed",
         )
     checked["seed"] = None if seed is None else [int(word) for word in seed]
+    if FINGERPRINT in state:
+        if not isinstance(state[FINGERPRINT], str):
+            raise PipelineStateError(
+                f"state[{FINGERPRINT!r}] must be the str get_state() gives, got "
+                f"{type(state[FINGERPRINT]).__name__}.",
+                key=FINGERPRINT,
+            )
+        checked[FINGERPRINT] = state[FINGERPRINT]
     return checked
 
 
@@ -74,6 +85,7 @@ class PipelineState:
     batch_size: int
     source_length: int
     seed: tuple[int, ...] | None
+    fingerprint: str | None = None  # what the source's records depend on, where it says
 
     @classmethod
     def from_dict(cls, state: Any) -> PipelineState:
@@ -86,6 +98,8 @@ class PipelineState:
         """The state as `Pipeline.get_state` returns it (JSON-serialisable)."""
         as_dict = dataclasses.asdict(self)
         as_dict["seed"] = None if self.seed is None else list(self.seed)
+        if self.fingerprint is None:
+            del as_dict[FINGERPRINT]
         return as_dict
 
     def check_fits(self, pipeline: PipelineState, num_batches: int) -> None:
@@ -94,7 +108,8 @@ class PipelineState:
 
         Raises:
             PipelineStateError: the batch index is out of range, or the state was made by
-                a pipeline with another batch size, source length or shuffle seed.
+                a pipeline with another batch size, source length or shuffle seed, or over
+                a source of another fingerprint (where both states have one).
         """
         if self.batch_index > num_batches:
             raise PipelineStateError(
@@ -102,6 +117,16 @@ class PipelineState:
                 key="batch_index",
             )
         mine, saved = pipeline.to_dict(), self.to_dict()
+        if None not in (self.fingerprint, pipeline.fingerprint) and (
+            self.fingerprint != pipeline.fingerprint
+        ):
+            raise PipelineStateError(
+                f"This state was saved by a pipeline over another source: its records "
+                f"depended on {self.fingerprint!r}, this source's on {pipeline.fingerprint!r} "
+                "(a Packed built with another length, method, seed or documents has other "
+                "rows). Build the source as it was before set_state.",
+                key=FINGERPRINT,
+            )
         for key in _MUST_MATCH:
             if saved[key] != mine[key]:
                 raise PipelineStateError(
@@ -122,12 +147,14 @@ class Position:
     def __init__(self) -> None:
         self.epoch, self.next, self.resume, self.generation = 0, 0, True, 0
 
-    def state(self, num_batches: int, batch_size: int, length: int, seed: Any) -> PipelineState:
+    def state(
+        self, num_batches: int, batch_size: int, length: int, seed: Any, fingerprint: str | None
+    ) -> PipelineState:
         """The state: at the end of an epoch, the start of the next."""
         epoch, index = self.epoch, self.next
         if index >= num_batches:
             epoch, index = epoch + 1, 0
-        return PipelineState(epoch, index, batch_size, length, seed)
+        return PipelineState(epoch, index, batch_size, length, seed, fingerprint)
 
     def begin_iteration(self, state: PipelineState) -> None:
         """An ``iter()``: resume at `state` (this position's), or begin the next epoch."""

@@ -142,3 +142,70 @@ def test_lengths_no_machine_can_plan_are_named_not_a_memory_error() -> None:
 
     with pytest.raises(ValueError, match=r"make 488,281,250,001 pieces .* Check the lengths"):
         Packed(Absurd(1.0), 2048)
+
+
+def test_damaged_compressed_and_irregular_files_are_named(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    from _support.limits import time_limit
+
+    from datarax.errors import DocumentFileNotFoundError, DocumentFormatError
+
+    (tmp_path / "empty.parquet").write_bytes(b"")
+    (tmp_path / "cut.parquet").write_bytes(b"PAR1 and nothing more")
+    with gzip.open(tmp_path / "zipped.jsonl", "wt") as file:
+        file.write(json.dumps({"tokens": [1, 2]}) + "\n")
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    for name, match in [
+        ("empty.parquet", r"empty\.parquet is not a Parquet file pyarrow can read"),
+        ("cut.parquet", r"cut\.parquet is not a Parquet file pyarrow can read"),
+        ("zipped.jsonl", r"zipped\.jsonl is gzip-compressed: .* decompress it first"),
+        ("pipe.jsonl", r"pipe\.jsonl is not a regular file \(a FIFO"),
+    ]:
+        files = [tmp_path / name, tmp_path / "zipped.jsonl"]  # named, wherever in a list
+        with time_limit(20), pytest.raises(DocumentFormatError, match=match):
+            _ = Documents(files, cache_dir=tmp_path / "c").lengths
+    with pytest.raises(DocumentFileNotFoundError, match="If it is a text, not a path: tokenize"):
+        Documents(["the cat sat", "on the mat"])
+
+
+def test_documents_given_to_a_pipeline_point_at_packed() -> None:
+    from datarax.pipeline import Pipeline
+
+    with pytest.raises(ValueError, match=r"pack them into rows, Packed\(documents, length\)"):
+        next(iter(Pipeline(source=DOCS, batch_size=2)))
+
+
+def test_sources_named_by_ints_or_by_the_thousand_are_mixed_and_one_name_twice_refused() -> None:
+    mixed = Mixture({0: DOCS, 1: DOCS}, {0: 1, 1: 3}, rngs=nnx.Rngs(0), skip={0: [9]})
+    assert mixed.weights == {"0": 0.25, "1": 0.75}
+    assert 9 not in mixed.documents_of(range(len(mixed)))["0"].tolist()
+    with pytest.raises(ValueError, match=r"sources has keys that name the same source .*\['1'\]"):
+        Mixture({1: DOCS, "1": DOCS}, [1, 1], rngs=nnx.Rngs(0))
+    one = Documents([np.arange(2)])
+    many = Mixture({f"s{k}": one for k in range(33_000)}, [1] * 33_000, rngs=nnx.Rngs(0))
+    assert len(many) == 33_000 and {many.source_of(k) for k in range(len(many))} == {
+        f"s{k}" for k in range(33_000)
+    }
+
+
+def test_a_state_saved_over_other_packed_rows_is_refused() -> None:
+    from datarax.errors import PipelineStateError
+    from datarax.pipeline import Pipeline
+
+    def pipeline(seed: int) -> Pipeline:
+        packed = Packed(DOCS, 8, rngs=nnx.Rngs(seed))
+        return Pipeline(source=packed, batch_size=2, shuffle=True, rngs=nnx.Rngs(0))
+
+    saved = pipeline(1)
+    next(iter(saved))
+    state = saved.get_state()
+    assert state["fingerprint"] == saved.source.fingerprint
+    other = pipeline(2)
+    assert len(other.source) == len(saved.source)  # the same count, other rows
+    with pytest.raises(PipelineStateError, match="saved by a pipeline over another source"):
+        other.set_state(state)
+    pipeline(1).set_state(state)
+    older = {key: value for key, value in state.items() if key != "fingerprint"}
+    pipeline(2).set_state(older)  # a state without one (an earlier release's) resumes

@@ -72,6 +72,12 @@ def _found(path: str, raw: bool) -> Found:
             f"{os.path.join(path, '*.parquet')!r} or a list of its files.",
             pattern=path,
         )
+    if not os.path.isfile(path):
+        raise DocumentFormatError(
+            f"{path} is not a regular file (a FIFO, a socket or a device): Documents reads "
+            "a file by seeking in it; write the documents to a file first.",
+            path=path,
+        )
     if lower.endswith(".idx"):
         return Found("megatron", path[: -len(".idx")])
     if lower.endswith(".bin") and not raw:
@@ -136,10 +142,16 @@ def _matches(item: Any, number: int, raw: bool) -> list[Found]:
     ]
     if not matched:
         what = "matches no file" if glob.has_magic(pattern) else "does not exist"
+        text = not pattern.lower().endswith((*_EXTENSIONS, ".bin", ".idx"))
+        hint = (
+            " If it is a text, not a path: tokenize it first, Documents reads token ids."
+            if text
+            else ""
+        )
         raise DocumentFileNotFoundError(
             f"No documents file: {pattern!r} {what} (looked from {os.getcwd()}). Pass the "
             "path of a .parquet, .jsonl or .npy file, a token store's folder, a Megatron "
-            "prefix, a glob pattern, or a list of them.",
+            f"prefix, a glob pattern, or a list of them.{hint}",
             pattern=pattern,
         )
     return [_found(os.path.abspath(path), raw) for path in matched]

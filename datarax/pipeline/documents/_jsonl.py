@@ -13,7 +13,7 @@ from array import array
 
 import numpy as np
 
-from datarax.errors import DocumentError
+from datarax.errors import DocumentError, DocumentFormatError
 from datarax.pipeline.documents._index import Index, IndexedFile
 from datarax.pipeline.documents._values import as_document, where
 
@@ -45,9 +45,26 @@ def _parse(line: bytes, index: int, field: str, path: str, place: str) -> np.nda
     return document
 
 
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2", b"\xfd7zXZ": "xz"}
+
+
+def _check_plain(path: str) -> None:
+    """Raises DocumentFormatError where `path` starts as a compressed file does."""
+    with open(path, "rb") as file:
+        head = file.read(6)
+    for magic, kind in _COMPRESSED.items():
+        if head.startswith(magic):
+            raise DocumentFormatError(
+                f"{path} is {kind}-compressed: Documents reads a JSON Lines file by seeking "
+                "to its lines, so decompress it first.",
+                path=path,
+            )
+
+
 def index_lines(path: str, field: str, first: int, with_lengths: bool) -> Index:
     """Where each non-blank line of `path` starts and how many bytes it has, and with
     `with_lengths` each one's token count, every document checked."""
+    _check_plain(path)
     starts, sizes, lengths = array("q"), array("q"), array("q")
     offset = 0
     with open(path, "rb") as file:

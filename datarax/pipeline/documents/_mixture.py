@@ -28,9 +28,27 @@ from datarax.pipeline.documents._contract import (
 Weights = Mapping[str, float] | Sequence[float]
 
 
+def _by_name(mapping: Mapping[Any, Any], what: str) -> dict[str, Any]:
+    """`mapping` keyed by each key's ``str``, the one name a source has.
+
+    Raises:
+        ValueError: two keys have the same name (``1`` and ``"1"``).
+    """
+    named = {str(key): value for key, value in mapping.items()}
+    if len(named) != len(mapping):
+        seen = [str(key) for key in mapping]
+        twice = sorted({name for name in seen if seen.count(name) > 1})
+        raise ValueError(
+            f"{what} has keys that name the same source once made strings ({twice}): give "
+            "each source one name."
+        )
+    return named
+
+
 def _checked_weights(names: list[str], weights: Any) -> np.ndarray:
     if isinstance(weights, Mapping):
-        unknown = sorted(set(map(str, weights)) - set(names))
+        weights = _by_name(weights, "weights")
+        unknown = sorted(set(weights) - set(names))
         missing = [name for name in names if name not in weights]
         if unknown or missing:
             raise ValueError(
@@ -100,7 +118,8 @@ def _checked_skip(skip: Any, names: list[str], counts: list[int]) -> list[np.nda
         raise TypeError(
             f"skip must be a dict {{name: document indices}}, got {type(skip).__name__}."
         )
-    unknown = sorted(set(map(str, skip)) - set(names))
+    skip = _by_name(skip, "skip")
+    unknown = sorted(set(skip) - set(names))
     if unknown:
         raise ValueError(f"skip names {unknown}, which are not sources; the sources are {names}.")
     result = []
@@ -166,8 +185,8 @@ class Mixture(CheckedLengths):
                 "sources must be a non-empty dict from names to Documents, e.g. "
                 f"{{'web': Documents(...), 'code': Documents(...)}}; got {type(sources).__name__}."
             )
-        self._names = [str(name) for name in sources]
-        self._sources = [sources[name] for name in sources]
+        named = _by_name(sources, "sources")
+        self._names, self._sources = list(named), list(named.values())
         self._source_lengths = [
             source_lengths(f"sources[{name!r}]", source)
             for name, source in zip(self._names, self._sources, strict=True)
@@ -206,7 +225,8 @@ class Mixture(CheckedLengths):
                 "with a positive weight on them would be empty. Give them weight 0."
             )
         kept = [t < cutoff for t in times]
-        source = np.concatenate([np.full(k.sum(), s, np.int16) for s, k in enumerate(kept)])
+        kind = np.int16 if len(kept) <= np.iinfo(np.int16).max else np.int32
+        source = np.concatenate([np.full(k.sum(), s, kind) for s, k in enumerate(kept)])
         doc = np.concatenate([o[k] for o, k in zip(orders, kept, strict=True)])
         by_time = np.argsort(
             np.concatenate([t[k] for t, k in zip(times, kept, strict=True)]), kind="stable"

@@ -8,6 +8,7 @@ make rows ahead, and its state resumes on any number of processes.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -101,6 +102,17 @@ class Packed:
         self._method: Method = check_str("method", method, choices=_METHODS)  # type: ignore[assignment]
         self._seed = shuffle_seed(rngs, rngs is not None)
         self._plan = self._make_plan()
+        self._fingerprint = self._fingerprinted()
+
+    def _fingerprinted(self) -> str:
+        """A digest of what the rows depend on: the arguments, and the documents' files
+        (their paths and stamps) or, in memory, their lengths."""
+        home: Any = getattr(self._documents, "_plan_home", None)
+        where = home() if home is not None else None
+        lengths = where[0].encode() if where else np.asarray(self._lengths, np.int64).tobytes()
+        digest = hashlib.sha256(f"{self._method}|{self._length}|{self._seed}|".encode())
+        digest.update(lengths)
+        return f"packed-{digest.hexdigest()[:16]}"
 
     def _make_plan(self) -> PackingPlan | ConcatPlan:
         arguments = (self._length, self._method, self._seed)
@@ -119,6 +131,7 @@ class Packed:
             "method": self._method,
             "seed": self._seed,
             "plan": None if self._in_files else self._plan,  # kept in files: found again
+            "fingerprint": self._fingerprint,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -127,11 +140,17 @@ class Packed:
         self._lengths = source_lengths("documents", self._documents)
         self._in_files = state["plan"] is None
         self._plan = self._make_plan() if state["plan"] is None else state["plan"]
+        self._fingerprint = state["fingerprint"]
 
     documents = property(lambda self: self._documents, doc="The documents packed.")
     length = property(lambda self: self._length, doc="Tokens a row.")
     method = property(lambda self: self._method, doc='"first_fit" or "concat".')
     plan = property(lambda self: self._plan, doc="Which pieces fill each row.")
+    fingerprint = property(
+        lambda self: self._fingerprint,
+        doc="A digest of what the rows depend on (the arguments, the documents' files or "
+        "lengths), kept in a `Pipeline`'s state: a state saved over other rows is refused.",
+    )
 
     @property
     def num_tokens(self) -> int:

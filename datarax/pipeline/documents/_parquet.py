@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datarax._caches import BoundedCache
+from datarax.errors import DocumentFormatError
 from datarax.pipeline.documents._arrow import check_column, copies, list_lengths, split_documents
 from datarax.pipeline.documents._index import Index, IndexedFile
 
@@ -47,7 +48,15 @@ class ParquetFile(IndexedFile):
         return int(self.index["boundaries"][-1])
 
     def _compute(self, with_lengths: bool) -> Index:
-        with pq.ParquetFile(self.path) as file:
+        try:
+            opened = pq.ParquetFile(self.path)
+        except (pa.ArrowException, OSError) as error:
+            raise DocumentFormatError(
+                f"{self.path} is not a Parquet file pyarrow can read ({error}): it may be "
+                "empty, cut short or another format.",
+                path=self.path,
+            ) from None
+        with opened as file:
             check_column(file.schema_arrow, self.field, self.path, f"the file {self.path}")
             rows = [file.metadata.row_group(g).num_rows for g in range(file.num_row_groups)]
             boundaries = np.zeros(len(rows) + 1, np.int64)
