@@ -155,13 +155,20 @@ def _see_the_dying(
     A process killed by a signal can take seconds to end on a loaded machine (its
     memory is freed, a core dump written) while its peers already failed because it
     was gone; stopped now, it would seem stopped by the launcher, not killed or crashed.
+    One already reaped by its waiting thread, which has not yet set its return code (a
+    thread preempted between the two, under load), is waited for too: its code is a
+    moment away, and without it the peer that failed because it was gone is blamed.
     """
     deadline = time.monotonic() + _REAPED_WITHIN_S
     dying = {
         index
         for index, process in enumerate(processes)
         if codes[index] is None
-        and (process.returncode is not None or _descendants.ending(process.pid))
+        and (
+            process.returncode is not None
+            or _descendants.ending(process.pid)
+            or _descendants.reaped(process.pid)
+        )
     }
     while dying and time.monotonic() < deadline:
         with contextlib.suppress(queue.Empty):

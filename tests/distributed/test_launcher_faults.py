@@ -145,3 +145,27 @@ def test_what_a_killed_process_started_goes_too() -> None:
     ]
     assert len(started) >= 2  # process 1's at least; process 0 may have been stopped first
     assert not still_running(started, 5)
+
+
+@LINUX_ONLY
+def test_a_peer_reaped_but_not_yet_told_is_waited_for_not_left_unknown() -> None:
+    """Under load, a waiting thread can be preempted between reaping its process and
+    setting its return code: the process is gone from /proc but its code is not known
+    yet. The launcher waits for that code, or it would blame the peer that failed."""
+    import os
+    import queue
+    import signal
+    import subprocess
+    import threading
+
+    from datarax.distributed._watch import _see_the_dying
+
+    process = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), 9)"])
+    _, status = os.waitpid(process.pid, 0)  # reaped here: Popen does not know it yet
+    assert process.returncode is None and os.WIFSIGNALED(status)
+    ended: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
+    threading.Timer(0.5, lambda: ended.put((0, -signal.SIGKILL))).start()
+    codes: list[int | None] = [None]
+    order: list[int] = []
+    _see_the_dying([process], ended, codes, order)
+    assert codes == [-signal.SIGKILL] and order == [0]
