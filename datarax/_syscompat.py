@@ -79,6 +79,12 @@ def proc_stat(pid: int) -> ProcStat | None:
         return None
 
 
+def proc_gone(pid: int) -> bool:
+    """Whether `pid` has no entry in ``/proc`` (Linux): it ended and was reaped; False
+    where there is no ``/proc`` to tell."""
+    return Path("/proc/self").is_dir() and proc_stat(pid) is None
+
+
 def proc_children(pid: int) -> list[int]:
     """The pids of `pid`'s children, from ``/proc/<pid>/task/<tid>/children`` (Linux, a
     kernel built with it since 4.2); [] when unknown."""

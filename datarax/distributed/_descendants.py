@@ -63,12 +63,6 @@ def ending(pid: int) -> bool:
     return stat.state in ("Z", "X") or bool(stat.flags & (_PF_EXITING | _PF_SIGNALED))
 
 
-def reaped(pid: int) -> bool:
-    """Whether child `pid` is gone from ``/proc`` (Linux): reaped, its exit code taken by
-    a ``wait`` that may not have told its caller yet; False where there is no ``/proc``."""
-    return os.path.isdir("/proc/self") and proc_stat(pid) is None
-
-
 def descendants(pid: int) -> set[Process]:
     """Every process below `pid` in the process tree, as (pid, start time)."""
     found: set[Process] = set()

@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from datarax._syscompat import proc_gone
 from datarax.distributed import _descendants
 from datarax.distributed._descendants import Process
 
@@ -167,7 +168,7 @@ def _see_the_dying(
         and (
             process.returncode is not None
             or _descendants.ending(process.pid)
-            or _descendants.reaped(process.pid)
+            or proc_gone(process.pid)  # reaped: its code is a moment away
         )
     }
     while dying and time.monotonic() < deadline:
