@@ -34,6 +34,7 @@ import collections
 import dataclasses
 import itertools
 import os
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -281,6 +282,44 @@ class PlanParts:
         """The order in which the `rows` rows of a first-fit plan are read."""
         return None if self.seed is None else Permutation(rows, [*self.seed, 1])
 
+    def dtypes(self) -> dict[str, type[np.integer]]:
+        """The plan's arrays, by name, and the dtype of each."""
+        doc = index_dtype(self.count)
+        if self.method == "concat":
+            return {"order": doc, "ends": np.int64}
+        return {
+            "doc": doc,
+            "start": index_dtype(int(np.max(self.lengths, initial=0))),
+            "row_starts": np.int64,
+        }
+
+    def arrays(self, made: Iterable[tuple[np.ndarray, ...]]) -> Iterator[tuple[str, np.ndarray]]:
+        """The plan's arrays from every block's `part`, in order, a piece at a time: (name,
+        values in its dtype), each array's pieces in order, to be joined end to end."""
+        types = self.dtypes()
+        if self.method == "first_fit":
+            yield "row_starts", np.zeros(1, np.int64)
+        carry = 0  # pieces placed (first_fit) or tokens laid (concat) before this part
+        for *columns, counts in made:  # pieces a row (first_fit) or lengths (concat)
+            ends = carry + np.cumsum(counts, dtype=np.int64)
+            carry = int(ends[-1]) if len(ends) else carry
+            for name, values in zip(types, [*columns, ends], strict=True):
+                yield name, np.asarray(values, types[name])
+
+    def plan(self, arrays: dict[str, np.ndarray]) -> PackingPlan | ConcatPlan:
+        """The plan of the joined `arrays` (by the names of `dtypes`)."""
+        if self.method == "concat":
+            return ConcatPlan(arrays["order"], arrays["ends"], self.length)
+        rows = len(arrays["row_starts"]) - 1
+        return PackingPlan(
+            arrays["doc"],
+            arrays["start"],
+            arrays["row_starts"],
+            self.length,
+            self.lengths,
+            self.row_order(rows),
+        )
+
 
 def make_plan(
     lengths: np.ndarray, length: int, method: str, seed: list[int] | None
@@ -293,21 +332,7 @@ def make_plan(
         [[0, 1], [2, 3]]
     """
     parts = PlanParts(lengths, length, method, seed)
-    made = list(map(parts.part, range(parts.blocks)))
-    doc_type = index_dtype(len(lengths))
-    if method == "concat":
-        order = np.concatenate([np.zeros(0, doc_type), *(p[0] for p in made)]).astype(doc_type)
-        ends = np.cumsum(np.concatenate([np.zeros(0, np.int64), *(p[1] for p in made)]))
-        return ConcatPlan(order, ends, length)
-    counts = np.concatenate([np.zeros(0, np.int64), *(p[2] for p in made)])
-    row_starts = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=row_starts[1:])
-    start_type = index_dtype(int(np.max(lengths, initial=0)))
-    return PackingPlan(
-        np.concatenate([np.zeros(0, doc_type), *(p[0] for p in made)]).astype(doc_type),
-        np.concatenate([np.zeros(0, start_type), *(p[1] for p in made)]).astype(start_type),
-        row_starts,
-        length,
-        lengths,
-        parts.row_order(len(counts)),
-    )
+    pieces: dict[str, list[np.ndarray]] = {n: [np.zeros(0, t)] for n, t in parts.dtypes().items()}
+    for name, values in parts.arrays(map(parts.part, range(parts.blocks))):
+        pieces[name].append(values)
+    return parts.plan({name: np.concatenate(values) for name, values in pieces.items()})

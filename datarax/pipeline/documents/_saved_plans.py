@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from datarax.pipeline.documents._index import cached_folder, entry_name, read_key
-from datarax.pipeline.documents._plan import ConcatPlan, PackingPlan, PlanParts, index_dtype
+from datarax.pipeline.documents._plan import ConcatPlan, PackingPlan, PlanParts
 
 _VERSION = "1"  # part of every plan's key: a new planning rule makes old plans stale
 
@@ -53,27 +53,14 @@ def _parts(documents: Any, parts: PlanParts) -> Iterator[tuple[np.ndarray, ...]]
 
 
 def _write(folder: str, made: Iterable[tuple[np.ndarray, ...]], parts: PlanParts) -> None:
-    """The plan's arrays from its parts, each appended to its file as it comes."""
-    doc_type = index_dtype(parts.count)
-    if parts.method == "first_fit":
-        start_type = index_dtype(int(np.max(parts.lengths, initial=0)))
-        types = {"doc": doc_type, "start": start_type, "row_starts": np.int64}
-    else:
-        types = {"order": doc_type, "ends": np.int64}
+    """The plan's arrays from its parts, each piece appended to its file as it comes."""
+    types = parts.dtypes()
     sizes = dict.fromkeys(types, 0)
     files = {name: open(os.path.join(folder, name), "wb") for name in types}  # noqa: SIM115
-    carry = 0  # pieces placed (first_fit) or tokens laid (concat) before this part
     try:
-        if parts.method == "first_fit":
-            np.zeros(1, np.int64).tofile(files["row_starts"])
-            sizes["row_starts"] = 1
-        for part in made:
-            *columns, counts = part  # pieces a row (first_fit) or lengths (concat)
-            ends = carry + np.cumsum(counts)
-            carry = int(ends[-1]) if len(ends) else carry
-            for name, values in zip(types, [*columns, ends], strict=True):
-                np.asarray(values, types[name]).tofile(files[name])
-                sizes[name] += len(values)
+        for name, values in parts.arrays(made):
+            values.tofile(files[name])
+            sizes[name] += len(values)
     finally:
         for file in files.values():
             file.close()
@@ -112,17 +99,7 @@ def saved_plan(
     with open(os.path.join(found, "plan.json"), encoding="utf-8") as file:
         layout = json.load(file)
     arrays = {name: _mapped(found, name, dtype, size) for name, (dtype, size) in layout.items()}
-    if method == "concat":
-        return ConcatPlan(arrays["order"], arrays["ends"], length)
-    rows = len(arrays["row_starts"]) - 1
-    return PackingPlan(
-        arrays["doc"],
-        arrays["start"],
-        arrays["row_starts"],
-        length,
-        lengths,
-        parts.row_order(rows),
-    )
+    return parts.plan(arrays)
 
 
 def _writable(root: str) -> bool:
