@@ -274,7 +274,6 @@ def store(
         chosen = candidates(settings.workers)
         results["candidates"] = chosen
         results["runs"] = {name: [] for name in chosen}
-        every_file = corpus.every_file()
         for round_, name in shuffled_rounds(list(chosen), settings.rounds):
             what = chosen[name]
             loader = what["loader"]
@@ -283,6 +282,8 @@ def store(
             spec = base | what | {"files": files}
             spec["batches"] = settings.parquet_batches if slow else settings.batches
             load = os.getloadavg()[0]
+            # Every file there is now: a candidate may write (a plan, an index) for the next.
+            every_file = corpus.every_file()
             run = run_candidate(
                 spec, corpus.files_of(loader), every_file, limit, settings.timeout_s
             )
