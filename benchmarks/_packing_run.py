@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import collections
 import importlib
+import itertools
 import json
 import os
 import resource
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import numpy as np
@@ -193,19 +194,29 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         importlib.import_module(module)  # before the clock: the first batch is no import
     start = time.perf_counter()
     batches = _our_batches(spec) if ours else _grain_batches(spec)
+    figures = timed(batches, start)
+    batches.close()
+    return {**figures, "peak_rss_mb": _peak_rss_mb()}
+
+
+def timed(
+    batches: Iterator[dict[str, np.ndarray]], start: float, limit: int | None = None
+) -> dict[str, Any]:
+    """The clock and counts of this module's docstring for `batches`, a loader built at
+    `start` (`time.perf_counter`): its first batch, then up to `limit` more (None: all)
+    timed together."""
     first = next(batches)
     first_batch_s = time.perf_counter() - start
     tokens = int(np.count_nonzero(first["segment_ids"]))
     slots, count, shape = first["segment_ids"].size, 1, list(first["tokens"].shape)
     timed_tokens, clock = 0, time.perf_counter()
-    for batch in batches:
+    for batch in itertools.islice(batches, limit):
         made = int(np.count_nonzero(batch["segment_ids"]))
         timed_tokens += made
         tokens += made
         slots += batch["segment_ids"].size
         count += 1
     timed_s = time.perf_counter() - clock
-    batches.close()
     return {
         "first_batch_s": first_batch_s,
         "timed_s": timed_s,
@@ -217,7 +228,6 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         "slots": slots,
         "fill": tokens / slots,
         "first_batch_shape": shape,
-        "peak_rss_mb": _peak_rss_mb(),
     }
 
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import itertools
 import multiprocessing
 import multiprocessing.forkserver
 import time
@@ -58,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._packing_run import _grain_batches, _peak_rss_mb, main
+from benchmarks._packing_run import _grain_batches, _peak_rss_mb, main, timed
 from benchmarks._store_data import read_bytes
 
 REAP_GRACE_S = 20.0
@@ -147,38 +146,18 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     read_before = read_bytes()
     start = time.perf_counter()
     batches = _batches(spec)
-    first = next(batches)
-    first_batch_s = time.perf_counter() - start
-    tokens = int(np.count_nonzero(first["segment_ids"]))
-    slots, count, shape = first["segment_ids"].size, 1, list(first["tokens"].shape)
-    timed_tokens, clock = 0, time.perf_counter()
-    for batch in itertools.islice(batches, spec["batches"]):
-        made = int(np.count_nonzero(batch["segment_ids"]))
-        timed_tokens += made
-        tokens += made
-        slots += batch["segment_ids"].size
-        count += 1
-    timed_s = time.perf_counter() - clock
+    figures = timed(batches, start, spec["batches"])
     memory = _status()
     batches.close()
-    del batches, first
+    del batches
     if ours:
         _close_ours()
     reaped = _reap()
     read = read_bytes() - read_before
     return {
-        "first_batch_s": first_batch_s,
-        "timed_s": timed_s,
-        "timed_batches": count - 1,
-        "timed_tokens": timed_tokens,
-        "tokens_per_s": timed_tokens / timed_s if timed_s > 0 else 0.0,
-        "batches": count,
-        "tokens": tokens,
-        "slots": slots,
-        "fill": tokens / slots,
-        "first_batch_shape": shape,
+        **figures,
         "read_bytes": read,
-        "read_bytes_per_token": read / tokens if tokens else 0.0,
+        "read_bytes_per_token": read / figures["tokens"] if figures["tokens"] else 0.0,
         "peak_rss_mb": _peak_rss_mb(),
         **memory,
         **reaped,

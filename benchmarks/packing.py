@@ -278,30 +278,36 @@ def _line(run: dict[str, Any]) -> str:
     )
 
 
+def parse(parser: argparse.ArgumentParser, name: str, tiny: Any) -> tuple[Any, Any, Path]:
+    """Adds ``--out``, ``--label``, a flag for each field of `tiny`'s settings class,
+    ``--rss-limit-gb`` and ``--tiny`` to `parser`, parses the command line and prints the
+    load average; returns the arguments, the settings (the class's defaults, or `tiny`'s
+    with ``--tiny``, then the flags given; workers: this host's usable cores unless given
+    or tiny) and the JSON file, ``<name>_<label>.json`` in ``--out``."""
+    parser.add_argument("--out", type=Path, required=True, help="folder of the JSON file")
+    parser.add_argument("--label", help=f"the file's name: {name}_<label>.json")
+    fields = dataclasses.fields(tiny)
+    for field in fields:
+        flag = "--" + field.name.replace("_", "-")
+        parser.add_argument(flag, type=type(field.default), help=f"default {field.default}")
+    parser.add_argument("--rss-limit-gb", type=float, default=20.0)
+    parser.add_argument("--tiny", action="store_true", help="seconds of work, for a test")
+    args = parser.parse_args()
+    given = {f.name: getattr(args, f.name) for f in fields if getattr(args, f.name) is not None}
+    settings = dataclasses.replace(tiny if args.tiny else type(tiny)(), **given)
+    if "workers" not in given and not args.tiny:
+        settings = dataclasses.replace(settings, workers=usable_cores())
+    label = args.label or ("two_core" if usable_cores() == 2 else f"{usable_cores()}_core")
+    print("load average before:", os.getloadavg(), "cores:", os.cpu_count(), flush=True)
+    return args, settings, args.out / f"{name}_{label}.json"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder of the JSON file")
-    parser.add_argument("--label", help="the file's name: packing_<label>.json")
-    for field in dataclasses.fields(Settings):
-        flag = "--" + field.name.replace("_", "-")
-        parser.add_argument(flag, type=type(field.default), help=f"default {field.default}")
     parser.add_argument("--data", type=Path, help="where the Parquet files are (or go)")
-    parser.add_argument("--rss-limit-gb", type=float, default=20.0)
-    parser.add_argument("--tiny", action="store_true", help="seconds of work, for a test")
-    args = parser.parse_args()
-    given = {
-        field.name: getattr(args, field.name)
-        for field in dataclasses.fields(Settings)
-        if getattr(args, field.name) is not None
-    }
-    settings = dataclasses.replace(TINY if args.tiny else Settings(), **given)
-    if "workers" not in given and not args.tiny:
-        settings = dataclasses.replace(settings, workers=usable_cores())
-    label = args.label or ("two_core" if usable_cores() == 2 else f"{usable_cores()}_core")
-    out = args.out / f"packing_{label}.json"
-    print("load average before:", os.getloadavg(), "cores:", os.cpu_count(), flush=True)
+    args, settings, out = parse(parser, "packing", TINY)
     command = " ".join(["python -m benchmarks.packing", *sys.argv[1:]])
     results = packing(settings, out, args.data, args.rss_limit_gb, command)
     print_results(results)

@@ -87,12 +87,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._host_work import shuffled_rounds, usable_cores, write_json
+from benchmarks._host_work import shuffled_rounds, write_json
 from benchmarks._packing_data import MAX_ROWS_A_DOCUMENT
 from benchmarks._page_cache import cached_bytes, drop
 from benchmarks._store_data import Corpus, prepare
 from benchmarks._store_summary import print_results, summarize
-from benchmarks.packing import ROOT, _tree_rss, machine
+from benchmarks.packing import ROOT, _tree_rss, machine, parse
 
 LOADS = (  # (loader, method, order)
     ("ours-store", "concat", "in-order"),
@@ -313,27 +313,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder of the JSON file")
-    parser.add_argument("--label", help="the file's name: store_<label>.json")
-    for field in dataclasses.fields(Settings):
-        flag = "--" + field.name.replace("_", "-")
-        parser.add_argument(flag, type=type(field.default), help=f"default {field.default}")
     parser.add_argument("--data", type=Path, help="where the corpus is (or goes), kept")
     parser.add_argument("--rewrite", action="store_true", help="write the store again")
-    parser.add_argument("--rss-limit-gb", type=float, default=20.0)
-    parser.add_argument("--tiny", action="store_true", help="seconds of work, for a test")
-    args = parser.parse_args()
-    given = {
-        field.name: getattr(args, field.name)
-        for field in dataclasses.fields(Settings)
-        if getattr(args, field.name) is not None
-    }
-    settings = dataclasses.replace(TINY if args.tiny else Settings(), **given)
-    if "workers" not in given and not args.tiny:
-        settings = dataclasses.replace(settings, workers=usable_cores())
-    label = args.label or ("two_core" if usable_cores() == 2 else f"{usable_cores()}_core")
-    out = args.out / f"store_{label}.json"
-    print("load average before:", os.getloadavg(), "cores:", os.cpu_count(), flush=True)
+    args, settings, out = parse(parser, "store", TINY)
     command = " ".join(["python -m benchmarks.store", *sys.argv[1:]])
     results = store(settings, out, args.data, args.rss_limit_gb, args.rewrite, command)
     print_results(results)
