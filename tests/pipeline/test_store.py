@@ -383,6 +383,8 @@ def test_bad_arguments_and_documents_are_refused_before_anything_is_written(
         write_documents(DOCS, target, dtype=np.float32)
     with pytest.raises(ValueError, match="dtype must be one of uint8"):
         write_documents(DOCS, target, dtype=np.uint32)
+    with pytest.raises(ValueError, match="dtype must be one of uint8"):
+        write_documents(DOCS, target, dtype={-1: [None]})  # np.dtype raises KeyError
     with pytest.raises(ValueError, match="documents_per_shard must be an int >= 1"):
         write_documents(DOCS, target, documents_per_shard=0)
     with pytest.raises(TypeError, match="path must be a folder's path"):

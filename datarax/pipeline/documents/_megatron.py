@@ -79,7 +79,7 @@ def token_dtype(value: Any) -> np.dtype:
     """
     try:
         found = np.dtype(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, KeyError):  # KeyError: a dict naming fields it lacks
         found = None
     if found is None or found.kind not in "iu" or found not in CODES.values():
         raise ValueError(
