@@ -446,6 +446,20 @@ class DocumentFormatError(DataraxError, ValueError):
         self.path = path
 
 
+class RemoteReadError(DataraxError, OSError):
+    """A file of a URL could not be read: a fetch failed on every try (a timeout, a
+    dropped connection, a server error), or the server ignores byte ranges.
+
+    Attributes:
+        url: the file.
+        attempts: how many times it was tried.
+    """
+
+    def __init__(self, message: str, *, url: str, attempts: int):
+        super().__init__(message)
+        self.url, self.attempts = url, attempts
+
+
 class StoreWriteError(DataraxError, RuntimeError):
     """`write_documents` failed on another process of the cluster; the process where it
     failed raises its own error, and every process leaves the store unwritten.

@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
 
-from datarax._validate import check_str
+from datarax._validate import check_int, check_str
 from datarax.errors import DocumentError
 from datarax.pipeline.documents._contract import (
     CheckedLengths,
@@ -27,7 +28,10 @@ from datarax.pipeline.documents._contract import (
 )
 from datarax.pipeline.documents._files import FileDocuments, FileOptions, is_files, resolve_paths
 from datarax.pipeline.documents._index import default_cache_dir
+from datarax.pipeline.documents._storage import on_threads
 from datarax.pipeline.documents._values import as_document
+
+READ_THREADS = 16  # a remote file's requests (or a sequence's items) read at once, by default
 
 
 class _Backend(Protocol):
@@ -44,7 +48,7 @@ class SequenceDocuments:
     """The documents of anything with ``__len__`` and ``__getitem__`` (a list, a Grain
     data source), each item 1-D integers or a dict holding them under `field`."""
 
-    def __init__(self, data: Any, field: str, lengths: np.ndarray | None):
+    def __init__(self, data: Any, field: str, lengths: np.ndarray | None, threads: int = 1):
         if isinstance(data, Mapping):
             raise TypeError(
                 f"data is a {type(data).__name__} (keys {list(map(str, data))[:5]}), not a "
@@ -52,6 +56,8 @@ class SequenceDocuments:
                 "Documents(data['tokens'])."
             )
         self.data, self.field = data, field
+        # In memory, an item is there at once: a thread's hand-off would only slow it.
+        self.threads = 1 if isinstance(data, (list, tuple, np.ndarray)) else threads
         if lengths is None:
             lengths = np.fromiter(
                 (len(as_document(self._item(i), i, field)) for i in range(len(data))),
@@ -76,7 +82,10 @@ class SequenceDocuments:
         getitems: Callable[[list[int]], Sequence[Any]] | None = getattr(
             self.data, "__getitems__", None
         )
-        items = list(getitems(asked)) if callable(getitems) else [self._item(i) for i in asked]
+        if callable(getitems):
+            items = list(getitems(asked))
+        else:
+            items = on_threads([partial(self._item, i) for i in asked], self.threads)
         return [as_document(item, i, self.field) for item, i in zip(items, asked, strict=True)]
 
 
@@ -172,8 +181,10 @@ class Documents(CheckedLengths):
         cache_dir: str | os.PathLike[str] | None = None,
         eos_id: int | None = None,
         dtype: Any = None,
+        read_threads: int = READ_THREADS,
     ):
         check_str("field", field)
+        threads = check_int("read_threads", read_threads, minimum=1)
         self.field = field
         given = None if lengths is None else check_lengths(lengths)
         folder = default_cache_dir() if cache_dir is None else os.fspath(cache_dir)
@@ -182,7 +193,7 @@ class Documents(CheckedLengths):
         if is_files(data):
             options = FileOptions(field, self.cache_dir, dtype, eos_id)
             found = resolve_paths(data, raw=dtype is not None)
-            self._backend = FileDocuments(found, options, given)
+            self._backend = FileDocuments(found, options, given, threads)
             return
         if eos_id is not None or dtype is not None:
             raise ValueError(
@@ -194,7 +205,7 @@ class Documents(CheckedLengths):
 
             self._backend = DatasetDocuments(data, field, given)
         elif hasattr(data, "__len__") and hasattr(data, "__getitem__"):
-            self._backend = SequenceDocuments(data, field, given)
+            self._backend = SequenceDocuments(data, field, given, threads)
         else:
             raise TypeError(
                 f"data must be a documents file or token store (a path), a glob pattern, a "

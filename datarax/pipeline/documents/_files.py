@@ -18,19 +18,21 @@ once, and a pattern that matches no file but matches ``PATTERN.idx`` names prefi
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from datarax._extras import require
 from datarax.errors import DocumentFileNotFoundError, DocumentFormatError
+from datarax.pipeline.documents import _storage as storage
 from datarax.pipeline.documents._contract import check_lengths
 from datarax.pipeline.documents._flat import open_flat
 from datarax.pipeline.documents._index import IndexedFile, cached_folder, entry_name
 from datarax.pipeline.documents._megatron import IndexedPair
+from datarax.pipeline.documents._storage import on_threads
 from datarax.pipeline.documents._store import has_shards, is_store, open_store
 from datarax.pipeline.documents._values import read_only
 
@@ -58,7 +60,7 @@ def is_files(data: Any) -> bool:
 def _found(path: str, raw: bool) -> Found:
     """What `path` (an existing file or folder) holds, by the rules of this module."""
     lower = path.lower()
-    if os.path.isdir(path):
+    if storage.isdir(path):
         if is_store(path):
             return Found("store", path)
         if has_shards(path):
@@ -69,10 +71,10 @@ def _found(path: str, raw: bool) -> Found:
             )
         raise DocumentFileNotFoundError(
             f"{path} is a folder, not a documents file or a token store; pass a glob such as "
-            f"{os.path.join(path, '*.parquet')!r} or a list of its files.",
+            f"{storage.join(path, '*.parquet')!r} or a list of its files.",
             pattern=path,
         )
-    if not os.path.isfile(path):
+    if not storage.is_url(path) and not os.path.isfile(path):
         raise DocumentFormatError(
             f"{path} is not a regular file (a FIFO, a socket or a device): Documents reads "
             "a file by seeking in it; write the documents to a file first.",
@@ -84,7 +86,7 @@ def _found(path: str, raw: bool) -> Found:
         prefix = path[: -len(".bin")]
         hint = (
             f"it is half of a Megatron pair: pass its prefix {prefix!r}"
-            if os.path.isfile(prefix + ".idx")
+            if storage.isfile(prefix + ".idx")
             else "pass dtype= (e.g. np.uint16) and eos_id= to read it as a flat token file"
         )
         raise DocumentFormatError(f"{path} is raw tokens: {hint}.", path=path)
@@ -105,7 +107,7 @@ def _prefix(path: str) -> Found | None:
     Raises:
         DocumentFileNotFoundError: only one of the two files exists.
     """
-    have = [os.path.isfile(path + suffix) for suffix in (".idx", ".bin")]
+    have = [storage.isfile(path + suffix) for suffix in (".idx", ".bin")]
     if not any(have):
         return None
     if not all(have):
@@ -115,7 +117,7 @@ def _prefix(path: str) -> Found | None:
             ".idx (the index) and its .bin (the tokens).",
             pattern=path,
         )
-    return Found("megatron", os.path.abspath(path))
+    return Found("megatron", storage.absolute(path))
 
 
 def _matches(item: Any, number: int, raw: bool) -> list[Found]:
@@ -124,24 +126,28 @@ def _matches(item: Any, number: int, raw: bool) -> list[Found]:
             f"data[{number}] is of type {type(item).__name__}, but data[0] is a path: a list of "
             "documents files must hold only paths and glob patterns."
         )
-    pattern = os.path.expanduser(os.fspath(item))
-    if os.path.exists(pattern):
-        return [_found(os.path.abspath(pattern), raw)]
-    prefix = None if glob.has_magic(pattern) else _prefix(pattern)
+    pattern = os.fspath(item)
+    remote = storage.is_url(pattern)
+    pattern = pattern if remote else os.path.expanduser(storage.local(pattern))
+    magic = storage.has_magic(pattern)
+    if storage.exists(pattern):
+        return [_found(storage.absolute(pattern), raw)]
+    prefix = None if magic else _prefix(pattern)
     if prefix is not None:
         return [prefix]
-    matched = sorted(glob.glob(pattern, recursive=True))
-    if not matched and glob.has_magic(pattern):
-        matched = sorted(glob.glob(pattern + ".idx", recursive=True))
+    matched = storage.glob(pattern) if magic else []
+    if not matched and magic:
+        matched = storage.glob(pattern + ".idx")
     paired = {path[: -len(".idx")] for path in matched if path.lower().endswith(".idx")}
     matched = [
         path
         for path in matched
-        if (os.path.isfile(path) or is_store(path))
+        if (storage.isfile(path) or is_store(path))
         and not (path.lower().endswith(".bin") and path[: -len(".bin")] in paired)
     ]
     if not matched:
-        what = "matches no file" if glob.has_magic(pattern) else "does not exist"
+        what = "matches no file" if magic else "does not exist"
+        where = "" if remote else f" (looked from {os.getcwd()})"
         text = not pattern.lower().endswith((*_EXTENSIONS, ".bin", ".idx"))
         hint = (
             " If it is a text, not a path: tokenize it first, Documents reads token ids."
@@ -149,12 +155,12 @@ def _matches(item: Any, number: int, raw: bool) -> list[Found]:
             else ""
         )
         raise DocumentFileNotFoundError(
-            f"No documents file: {pattern!r} {what} (looked from {os.getcwd()}). Pass the "
+            f"No documents file: {pattern!r} {what}{where}. Pass the "
             "path of a .parquet, .jsonl or .npy file, a token store's folder, a Megatron "
             f"prefix, a glob pattern, or a list of them.{hint}",
             pattern=pattern,
         )
-    return [_found(os.path.abspath(path), raw) for path in matched]
+    return [_found(storage.absolute(path), raw) for path in matched]
 
 
 def resolve_paths(data: str | os.PathLike[str] | Sequence[Any], raw: bool = False) -> list[Found]:
@@ -185,9 +191,9 @@ class FileOptions:
 
 def _open(found: Found, options: FileOptions, first: int) -> list[Part]:
     if found.kind == "store":
-        return list[Part](open_store(found.path))
+        return list[Part](open_store(found.path, options.cache_dir))
     if found.kind == "megatron":
-        return [IndexedPair(found.path + ".idx", found.path + ".bin")]
+        return [IndexedPair(found.path + ".idx", found.path + ".bin", cache_dir=options.cache_dir)]
     if found.kind == "flat":
         if options.eos_id is None:
             raise ValueError(
@@ -231,9 +237,15 @@ class FileDocuments:
     start; a process that unpickles it maps or reloads what it reads.
     """
 
-    def __init__(self, found: list[Found], options: FileOptions, lengths: np.ndarray | None):
+    def __init__(
+        self,
+        found: list[Found],
+        options: FileOptions,
+        lengths: np.ndarray | None,
+        threads: int = 1,
+    ):
         _check_options(found, options)
-        self.cache_dir = options.cache_dir
+        self.cache_dir, self.threads = options.cache_dir, threads
         self.store = found[0].path if [item.kind for item in found] == ["store"] else None
         self.parts: list[Part] = []
         starts = [0]
@@ -304,7 +316,8 @@ class FileDocuments:
             else f"{part.path}\0{part.stamp}\0{part.field}"
             for part in self.parts
         )
-        roots = [] if self.store is None else [os.path.join(self.store, "plans")]
+        store = self.store
+        roots = [] if store is None or storage.is_url(store) else [os.path.join(store, "plans")]
         return identity, [*roots, os.path.join(self.cache_dir, "plans")]
 
     def stream(self, start: int, stop: int, chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -323,17 +336,34 @@ class FileDocuments:
                 yield _joined(documents), np.fromiter(map(len, documents), np.int64)
 
     def read(self, indices: np.ndarray) -> list[np.ndarray]:
+        """Documents `indices`: a local file's together (its ranges asked of the kernel at
+        once), a remote file's on `threads` threads, a request a document (a Parquet row
+        group a request), so that each waits for the network beside the others."""
         owners = np.searchsorted(self.starts, indices, side="right") - 1
         documents: list[np.ndarray] = [np.empty(0, np.int64)] * len(indices)
+        remote: list[tuple[np.ndarray, Part, np.ndarray]] = []
         for owner in np.unique(owners):
             positions = np.flatnonzero(owners == owner)
-            local = indices[positions] - self.starts[owner]
-            for position, document in zip(positions, self.parts[owner].read(local), strict=True):
+            local, part = indices[positions] - self.starts[owner], self.parts[owner]
+            if not _is_remote(part):
+                for position, document in zip(positions, part.read(local), strict=True):
+                    documents[position] = document
+                continue
+            pieces: Any = getattr(part, "pieces", None)
+            for piece in pieces(local) if pieces else np.arange(len(local))[:, None]:
+                remote.append((positions[piece], part, local[piece]))
+        calls = [partial(part.read, local) for _, part, local in remote]
+        for (positions, _, _), read in zip(remote, on_threads(calls, self.threads), strict=True):
+            for position, document in zip(positions, read, strict=True):
                 documents[position] = document
         return documents
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_lengths": None}
+
+
+def _is_remote(part: Part) -> bool:
+    return storage.is_url(part.bin_path if isinstance(part, IndexedPair) else part.path)
 
 
 def _joined(documents: list[np.ndarray]) -> np.ndarray:

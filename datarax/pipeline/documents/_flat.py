@@ -17,27 +17,40 @@ from typing import Any
 import numpy as np
 
 from datarax.errors import DocumentFormatError
-from datarax.pipeline.documents._index import cached_folder, entry_name, stamp_of
+from datarax.pipeline.documents._index import cached_folder, entry_name
 from datarax.pipeline.documents._megatron import CODES, IndexedPair, token_dtype, write_index
+from datarax.pipeline.documents._storage import open_binary, stamp_of
 
 _CHUNK_TOKENS = 1 << 24
 _INT32_MAX = np.iinfo(np.int32).max
 
 
 def _npy_layout(path: str) -> tuple[int, np.dtype]:
-    """Where the array of the ``.npy`` file `path` starts, and its dtype."""
+    """Where the array of the ``.npy`` file `path` starts, and its dtype, from its header."""
+    format_ = np.lib.format
+    header_2 = format_.read_array_header_2_0
     try:
-        mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+        with open_binary(path) as file:
+            version = format_.read_magic(file)
+            header = format_.read_array_header_1_0
+            shape, fortran, dtype = (header if version == (1, 0) else header_2)(file)
+            offset = file.tell()
     except (ValueError, OSError) as error:
         raise DocumentFormatError(f"{path} is not a .npy file ({error}).", path=path) from None
-    if not isinstance(mapped, np.memmap) or mapped.ndim != 1:
+    if len(shape) != 1 or dtype.hasobject:
         raise DocumentFormatError(
-            f"{path} holds an array of shape {np.shape(mapped)}; a flat token file is 1-D: "
+            f"{path} holds an array of shape {shape}; a flat token file is 1-D: "
             "every document's tokens back to back.",
             path=path,
         )
-    offset, dtype = int(mapped.offset), mapped.dtype
-    del mapped
+    del fortran  # a 1-D array is laid out the same either way
+    size = stamp_of(path)[0]
+    if size != offset + shape[0] * dtype.itemsize:
+        raise DocumentFormatError(
+            f"{path} has {size - offset} bytes of data where its header says {shape[0]} {dtype} "
+            "values: it is cut short or damaged.",
+            path=path,
+        )
     return offset, dtype
 
 
@@ -93,9 +106,9 @@ def _write_lengths(path: str, offset: int, dtype: np.dtype, eos_id: int, target:
     """Each document's length, found in one pass over the tokens a chunk at a time and
     written to `target` as int32 as they come (nothing of the corpus's size is held)."""
     begin = seen = 0  # where the document being read begins; tokens read so far
-    with open(path, "rb") as file, open(target, "wb") as out:
+    with open_binary(path) as file, open(target, "wb") as out:
         file.seek(offset)
-        while (tokens := np.fromfile(file, dtype, _CHUNK_TOKENS)).size:
+        while (tokens := np.frombuffer(file.read(_CHUNK_TOKENS * dtype.itemsize), dtype)).size:
             ends = np.flatnonzero(tokens == eos_id).astype(np.int64) + seen + 1
             if ends.size:
                 _checked(np.diff(ends, prepend=begin), path, eos_id).tofile(out)
@@ -138,4 +151,6 @@ def open_flat(path: str, dtype: Any, eos_id: Any, cache_dir: str) -> IndexedPair
 
     key = f"v1\0{path}\0{stamp}\0{found.str}\0{eos}\0{offset}"
     folder = cached_folder(cache_dir, entry_name("flat", path), key, make)
-    return IndexedPair(os.path.join(folder, "index.idx"), path, bin_offset=offset)
+    return IndexedPair(
+        os.path.join(folder, "index.idx"), path, bin_offset=offset, cache_dir=cache_dir
+    )

@@ -24,6 +24,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +33,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from datarax.errors import SourceFileChangedError
+from datarax.pipeline.documents._storage import Stamp, is_url, open_binary, stamp_of
 
-Stamp = tuple[int, int]  # (size in bytes, st_mtime_ns)
 Index = dict[str, np.ndarray]
 _VERSION = "1"  # part of every entry's key: a new layout of entries makes old ones stale
 
@@ -49,31 +50,40 @@ def default_cache_dir() -> str:
     return os.path.join(base, "datarax-sharding", "documents")
 
 
-def stamp_of(path: str) -> Stamp:
-    """`path`'s size and modification time (``st_mtime_ns``); OSError where it is gone."""
-    stat = os.stat(path)
-    return stat.st_size, stat.st_mtime_ns
-
-
 def changed_error(path: str, then: Stamp, why: str) -> SourceFileChangedError:
+    version = "st_mtime_ns" if isinstance(then[1], int) else "version"
     return SourceFileChangedError(
         f"The documents file {path} is no longer as it was when its Documents was built "
-        f"({then[0]} bytes, st_mtime_ns {then[1]}): {why}. The lengths and offsets read "
+        f"({then[0]} bytes, {version} {then[1]}): {why}. The lengths and offsets read "
         "then no longer describe it; build a new Documents over the file as it is now.",
         path=path,
     )
 
 
-def check_stamp(path: str, then: Stamp) -> None:
-    """Raises `SourceFileChangedError` naming `path` when its size or mtime moved."""
+RECHECK_S = 5.0  # how long a remote file's stamp, once checked, is trusted in a process
+_checked: dict[tuple[str, Stamp], float] = {}
+
+
+def check_stamp(path: str, then: Stamp, *, now: bool = False) -> None:
+    """Raises `SourceFileChangedError` naming `path` when its size or version moved.
+
+    A local file is checked at every call (a ``stat``); a remote one when a process first
+    asks and then at most every `RECHECK_S` seconds (each check is a request), and at
+    once with `now` (a read came back short).
+    """
+    remote = is_url(path)
+    if remote and not now and time.monotonic() - _checked.get((path, then), -RECHECK_S) < RECHECK_S:
+        return
     try:
-        now = stamp_of(path)
+        current = stamp_of(path)
     except OSError as error:
         raise changed_error(path, then, f"it cannot be found or read ({error})") from None
-    if now[0] != then[0]:
-        raise changed_error(path, then, f"it has {now[0]} bytes now")
-    if now[1] != then[1]:
-        raise changed_error(path, then, f"it was modified (st_mtime_ns {now[1]} now)")
+    if current[0] != then[0]:
+        raise changed_error(path, then, f"it has {current[0]} bytes now")
+    if current[1] != then[1]:
+        raise changed_error(path, then, f"it was modified (version {current[1]} now)")
+    if remote:
+        _checked[(path, then)] = time.monotonic()
 
 
 def _entry(cache_dir: str, kind: str, path: str, field: str) -> str:
@@ -175,6 +185,20 @@ def _moved_into_place(made: str, folder: str, key: str) -> str:
             return made  # another key arrived meanwhile: this process keeps its own
         shutil.rmtree(made, ignore_errors=True)
     return folder
+
+
+def local_copy(url: str, stamp: Stamp, cache_dir: str) -> str:
+    """A local copy of the remote file `url` (an index: small beside its tokens), fetched
+    once a host into `cache_dir` and kept while `url` keeps `stamp`, so it can be mapped."""
+
+    def make(folder: str) -> None:
+        with open_binary(url) as source, open(os.path.join(folder, "copy"), "wb") as target:
+            shutil.copyfileobj(source, target, 8 << 20)
+        if os.path.getsize(os.path.join(folder, "copy")) != stamp[0]:
+            check_stamp(url, stamp, now=True)
+
+    folder = cached_folder(cache_dir, entry_name("copy", url), f"{url}\0{stamp}", make)
+    return os.path.join(folder, "copy")
 
 
 def entry_name(*parts: object) -> str:

@@ -2,8 +2,8 @@
 
 The index is one pass over the lines: where each document's line starts (a byte offset)
 and how long it is, and, unless the caller passed lengths, each document's token count
-(its line parsed and checked). Blank lines are not documents. A read seeks to the lines
-asked for, in file order, and parses only those.
+(its line parsed and checked). Blank lines are not documents. A read fetches the byte
+range of each line asked for, and parses only those.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 from datarax.errors import DocumentError, DocumentFormatError
 from datarax.pipeline.documents._index import Index, IndexedFile
+from datarax.pipeline.documents._storage import open_binary, read_ranges
 from datarax.pipeline.documents._values import as_document, where
 
 
@@ -50,7 +51,7 @@ _COMPRESSED = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2"
 
 def _check_plain(path: str) -> None:
     """Raises DocumentFormatError where `path` starts as a compressed file does."""
-    with open(path, "rb") as file:
+    with open_binary(path) as file:
         head = file.read(6)
     for magic, kind in _COMPRESSED.items():
         if head.startswith(magic):
@@ -67,7 +68,7 @@ def index_lines(path: str, field: str, first: int, with_lengths: bool) -> Index:
     _check_plain(path)
     starts, sizes, lengths = array("q"), array("q"), array("q")
     offset = 0
-    with open(path, "rb") as file:
+    with open_binary(path) as file:
         for number, line in enumerate(file, start=1):
             if not line.isspace():
                 if with_lengths:
@@ -96,14 +97,8 @@ class JsonLinesFile(IndexedFile):
 
     def _read(self, local: np.ndarray) -> list[np.ndarray]:
         starts, sizes = self.index["starts"], self.index["sizes"]
-        documents: list[np.ndarray] = [np.empty(0, np.int64)] * len(local)
-        with open(self.path, "rb") as file:
-            for position in np.argsort(local, kind="stable"):  # in file order
-                document = int(local[position])
-                file.seek(int(starts[document]))
-                line = file.read(int(sizes[document]))
-                place = f"at byte {starts[document]}"
-                documents[position] = _parse(
-                    line, self.first + document, self.field, self.path, place
-                )
-        return documents
+        lines = read_ranges(self.path, starts[local].tolist(), sizes[local].tolist())
+        return [
+            _parse(line, self.first + int(k), self.field, self.path, f"at byte {starts[k]}")
+            for line, k in zip(lines, local, strict=True)
+        ]

@@ -35,7 +35,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from datarax.errors import DocumentFormatError
-from datarax.pipeline.documents._index import check_stamp, stamp_of
+from datarax.pipeline.documents._index import check_stamp, default_cache_dir, local_copy
+from datarax.pipeline.documents._storage import is_url, read_ranges, stamp_of
 from datarax.pipeline.documents._values import read_only
 
 MAGIC = b"MMIDIDX\x00\x00"
@@ -95,15 +96,17 @@ def _refused(path: str, why: str) -> DocumentFormatError:
     )
 
 
-def read_header(idx_path: str) -> tuple[np.dtype, int, int]:
-    """The token dtype, sequence count and document-index count of `idx_path`, once its
-    header and size are what the format says.
+def read_header(idx_path: str, name: str | None = None) -> tuple[np.dtype, int, int]:
+    """The token dtype, sequence count and document-index count of the local file
+    `idx_path` (named `name` in errors: a URL it was copied from), once its header and
+    size are what the format says.
 
     Raises:
         DocumentFormatError: another magic, version or dtype code, or another size.
     """
     size = os.path.getsize(idx_path)
-    with open(idx_path, "rb") as file:
+    idx_path, local_path = name or idx_path, idx_path
+    with open(local_path, "rb") as file:
         head = file.read(_HEADER.size)
     if len(head) < _HEADER.size or not head.startswith(MAGIC):
         raise _refused(idx_path, f"it does not start with {MAGIC!r}")
@@ -125,18 +128,28 @@ def read_header(idx_path: str) -> tuple[np.dtype, int, int]:
 
 class IndexedPair:
     """One ``.idx`` (mapped) and its ``.bin`` (the tokens from byte `bin_offset` on, read
-    by byte range).
+    by byte range), local files or URLs: a remote ``.idx`` is copied once a host into
+    `cache_dir` and mapped from there, a remote ``.bin`` read a document's range at a time.
 
     Pickled, it holds the paths, the header and the files' stamps; each process maps
     and opens the files itself, once they are as they were when this pair was opened.
     """
 
-    def __init__(self, idx_path: str, bin_path: str, *, bin_offset: int = 0):
+    def __init__(
+        self, idx_path: str, bin_path: str, *, bin_offset: int = 0, cache_dir: str | None = None
+    ):
         self.idx_path, self.bin_path, self.bin_offset = idx_path, bin_path, bin_offset
-        self.dtype, self.count, _ = read_header(idx_path)
+        self.cache_dir = cache_dir or default_cache_dir()
         self.stamps = (stamp_of(idx_path), stamp_of(bin_path))
+        self.dtype, self.count, _ = read_header(self._index_file(), idx_path)
         self._check_bounds()
-        self._maps: tuple[np.ndarray, np.ndarray, int] | None = None
+        self._maps: tuple[np.ndarray, np.ndarray, int | None] | None = None
+
+    def _index_file(self) -> str:
+        """The ``.idx`` to map: itself, or its local copy where it is remote."""
+        if not is_url(self.idx_path):
+            return self.idx_path
+        return local_copy(self.idx_path, self.stamps[0], self.cache_dir)
 
     @property
     def token_bytes(self) -> int:
@@ -146,7 +159,7 @@ class IndexedPair:
     def _check_bounds(self) -> None:
         """Every sequence inside the ``.bin``, read in chunks of the index."""
         itemsize, end = self.dtype.itemsize, self.token_bytes
-        with open(self.idx_path, "rb") as file:
+        with open(self._index_file(), "rb") as file:
             for start in range(0, self.count, _CHUNK):
                 take = min(_CHUNK, self.count - start)
                 lengths = _read_at(file, _HEADER.size + 4 * start, np.int32, take)
@@ -162,18 +175,20 @@ class IndexedPair:
                         f"which is not inside the {end} bytes of tokens of {self.bin_path}",
                     )
 
-    def _mapped(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """(lengths, pointers, the ``.bin``'s descriptor), mapped and opened in this process
-        on first use, once both files are as they were when this pair was opened (checked
-        at every read too)."""
+    def _mapped(self) -> tuple[np.ndarray, np.ndarray, int | None]:
+        """(lengths, pointers, the ``.bin``'s descriptor; None for a URL), mapped and opened
+        in this process on first use, once both files are as they were when this pair was
+        opened (checked at every read too)."""
         check_stamp(self.idx_path, self.stamps[0])
         check_stamp(self.bin_path, self.stamps[1])
         if self._maps is None:
-            index = _map(self.idx_path)
+            index = _map(self._index_file())
             lengths = index[_HEADER.size : _HEADER.size + 4 * self.count].view(np.int32)
             pointers = index[_HEADER.size + 4 * self.count :][: 8 * self.count].view(np.int64)
-            descriptor = os.open(self.bin_path, os.O_RDONLY)
-            weakref.finalize(self, os.close, descriptor)
+            descriptor = None
+            if not is_url(self.bin_path):
+                descriptor = os.open(self.bin_path, os.O_RDONLY)
+                weakref.finalize(self, os.close, descriptor)
             self._maps = (lengths, pointers, descriptor)
         return self._maps
 
@@ -190,16 +205,29 @@ class IndexedPair:
         lengths, pointers, descriptor = self._mapped()
         begins = self.bin_offset + pointers[local]
         sizes = lengths[local].astype(np.int64) * self.dtype.itemsize
+        if descriptor is None:
+            fetched = read_ranges(self.bin_path, begins.tolist(), sizes.tolist())
+            return [self._checked(data, size) for data, size in zip(fetched, sizes, strict=True)]
         _ask_for(descriptor, begins, sizes)
         return [
             self._tokens(descriptor, begin, size)
             for begin, size in zip(begins.tolist(), sizes.tolist(), strict=True)
         ]
 
-    def _tokens(self, descriptor: int, begin: int, size: int) -> np.ndarray:
-        data = os.pread(descriptor, size, begin)
+    def _tokens(self, descriptor: int | None, begin: int, size: int) -> np.ndarray:
+        if descriptor is None:
+            return self._checked(read_ranges(self.bin_path, [begin], [size])[0], size)
+        return self._checked(os.pread(descriptor, size, begin), size)
+
+    def _checked(self, data: bytes, size: int) -> np.ndarray:
+        """`data` as tokens, once it has the `size` bytes asked for."""
         if len(data) != size:
-            check_stamp(self.bin_path, self.stamps[1])  # raises, naming what changed
+            check_stamp(self.bin_path, self.stamps[1], now=True)  # raises, naming what changed
+            raise DocumentFormatError(
+                f"{self.bin_path} gave {len(data)} bytes where {size} were asked, though its "
+                "size is unchanged.",
+                path=self.bin_path,
+            )
         return np.frombuffer(data, self.dtype)
 
     def stream(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

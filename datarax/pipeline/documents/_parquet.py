@@ -12,6 +12,7 @@ when a Parquet file is given (it imports pyarrow).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -22,6 +23,7 @@ from datarax._caches import BoundedCache
 from datarax.errors import DocumentFormatError
 from datarax.pipeline.documents._arrow import check_column, copies, list_lengths, split_documents
 from datarax.pipeline.documents._index import Index, IndexedFile
+from datarax.pipeline.documents._storage import is_url, open_binary, open_ranges
 
 # (path, stamp, field, row group) -> (flat tokens, offsets): decoded row groups, up to
 # 256 MiB in each process, so that a file of that size is decoded once, however its
@@ -29,13 +31,21 @@ from datarax.pipeline.documents._index import Index, IndexedFile
 _decoded: BoundedCache[tuple[np.ndarray, np.ndarray]] = BoundedCache(
     "decoded Parquet row groups", maxsize=65_536, maxbytes=256 << 20
 )
-# (process, path, stamp) -> the open file, its footer parsed once.
+# (process, thread for a URL, path, stamp) -> the open file, its footer parsed once.
 _opened: BoundedCache[pq.ParquetFile] = BoundedCache("open Parquet files", maxsize=64)
 
 
 def read_row_group(file: pq.ParquetFile, group: int, field: str) -> pa.ChunkedArray:
     """Column `field` of row group `group` of `file`, decoded."""
     return file.read_row_group(group, columns=[field]).column(0)
+
+
+def parquet_file(path: str, *, in_order: bool = False) -> pq.ParquetFile:
+    """`path` opened by pyarrow: a URL as a file whose reads fetch what they ask (or, read
+    `in_order`, in blocks)."""
+    if not is_url(path):
+        return pq.ParquetFile(path)
+    return pq.ParquetFile(open_binary(path) if in_order else open_ranges(path))
 
 
 class ParquetFile(IndexedFile):
@@ -49,7 +59,7 @@ class ParquetFile(IndexedFile):
 
     def _compute(self, with_lengths: bool) -> Index:
         try:
-            opened = pq.ParquetFile(self.path)
+            opened = parquet_file(self.path)
         except (pa.ArrowException, OSError) as error:
             raise DocumentFormatError(
                 f"{self.path} is not a Parquet file pyarrow can read ({error}): it may be "
@@ -77,10 +87,12 @@ class ParquetFile(IndexedFile):
         decoded = _decoded.get(key)
         if decoded is None:
             start, stop = self.index["boundaries"][group : group + 2]
-            opened = (os.getpid(), self.path, self.stamp)
+            # A remote file is read through a Python file object, one a thread.
+            thread = threading.get_ident() if is_url(self.path) else 0
+            opened = (os.getpid(), thread, self.path, self.stamp)
             file = _opened.get(opened)
             if file is None:
-                file = pq.ParquetFile(self.path)
+                file = parquet_file(self.path)
                 _opened.put(opened, file)
             column = read_row_group(file, group, self.field)
             decoded = split_documents(column, np.arange(start, stop) + self.first, self.path)
@@ -92,7 +104,7 @@ class ParquetFile(IndexedFile):
         (tokens back to back, lengths); the groups are decoded and not kept."""
         boundaries = self.index["boundaries"]
         first = int(np.searchsorted(boundaries, start, side="right")) - 1
-        with pq.ParquetFile(self.path) as file:
+        with parquet_file(self.path, in_order=True) as file:
             for group in range(first, len(boundaries) - 1):
                 low, high = int(boundaries[group]), int(boundaries[group + 1])
                 if low >= stop:
@@ -103,6 +115,11 @@ class ParquetFile(IndexedFile):
                 )
                 begin, end = max(start, low) - low, min(stop, high) - low
                 yield values[offsets[begin] : offsets[end]], np.diff(offsets[begin : end + 1])
+
+    def pieces(self, local: np.ndarray) -> list[np.ndarray]:
+        """Positions in `local` grouped by row group: what one request reads."""
+        groups = np.searchsorted(self.index["boundaries"], local, side="right") - 1
+        return [np.flatnonzero(groups == group) for group in np.unique(groups)]
 
     def _read(self, local: np.ndarray) -> list[np.ndarray]:
         boundaries = self.index["boundaries"]

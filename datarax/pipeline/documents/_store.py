@@ -11,15 +11,25 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from datarax.errors import DocumentFormatError
 from datarax.pipeline.documents._megatron import IndexedPair
+from datarax.pipeline.documents._storage import (
+    is_url,
+    isfile,
+    join,
+    listdir,
+    on_threads,
+    open_binary,
+)
 
 MANIFEST = "manifest.json"
 FORMAT = "datarax-sharding token store"
+OPEN_THREADS = 16  # shards of a remote store opened at once
 
 
 def shard_name(number: int) -> str:
@@ -33,13 +43,13 @@ def shard_name(number: int) -> str:
 
 
 def is_store(path: str) -> bool:
-    """Whether `path` is a folder holding a store's manifest."""
-    return os.path.isfile(os.path.join(path, MANIFEST))
+    """Whether `path` (a folder or a URL's prefix) holds a store's manifest."""
+    return isfile(join(path, MANIFEST))
 
 
 def has_shards(path: str) -> bool:
     """Whether the folder `path` holds shard files (of a store, complete or not)."""
-    return any(name.startswith("shard-") for name in os.listdir(path))
+    return any(name.startswith("shard-") for name in listdir(path))
 
 
 def write_manifest(
@@ -62,17 +72,17 @@ def write_manifest(
 
 
 def _manifest(folder: str) -> dict[str, Any]:
-    path = os.path.join(folder, MANIFEST)
+    path = join(folder, MANIFEST)
     try:
-        with open(path, encoding="utf-8") as file:
-            manifest = json.load(file)
+        with open_binary(path) as file:
+            manifest = json.loads(file.read().decode("utf-8"))
         if manifest.get("format") != FORMAT or manifest.get("version") != 1:
             raise ValueError(f"format {manifest.get('format')!r} version {manifest.get('version')}")
         shards = [
             (str(s["name"]), int(s["documents"]), int(s["tokens"])) for s in manifest["shards"]
         ]
         np.dtype(manifest["dtype"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise DocumentFormatError(
             f"{path} is not the manifest of a token store ({type(error).__name__}: {error}). "
             "Write the store again with write_documents(..., replace=True).",
@@ -82,25 +92,26 @@ def _manifest(folder: str) -> dict[str, Any]:
     return manifest
 
 
-def open_store(folder: str) -> list[IndexedPair]:
-    """The shards of the store in `folder`, in order, each checked against the manifest.
+def open_store(folder: str, cache_dir: str | None = None) -> list[IndexedPair]:
+    """The shards of the store in `folder` (a path or URL), in order, each checked against
+    the manifest; the indexes of a remote store are copied into `cache_dir`.
 
     Raises:
         DocumentFormatError: the manifest is damaged, or a shard is missing or is not
             what the manifest says.
     """
     manifest = _manifest(folder)
-    pairs = []
-    for name, documents, tokens in manifest["shards"]:
-        prefix = os.path.join(folder, name)
+
+    def shard(name: str, documents: int, tokens: int) -> IndexedPair:
+        prefix = join(folder, name)
         for suffix in (".idx", ".bin"):
-            if not os.path.isfile(prefix + suffix):
+            if not isfile(prefix + suffix):
                 raise DocumentFormatError(
                     f"The store {folder} names shard {name}, but {prefix + suffix} is missing; "
                     "write the store again.",
                     path=prefix + suffix,
                 )
-        pair = IndexedPair(prefix + ".idx", prefix + ".bin")
+        pair = IndexedPair(prefix + ".idx", prefix + ".bin", cache_dir=cache_dir)
         held = pair.token_bytes // pair.dtype.itemsize
         if (pair.count, held, pair.dtype.name) != (documents, tokens, manifest["dtype"]):
             raise DocumentFormatError(
@@ -109,5 +120,8 @@ def open_store(folder: str) -> list[IndexedPair]:
                 f"{manifest['dtype']}: the store was changed after it was written.",
                 path=prefix + ".idx",
             )
-        pairs.append(pair)
-    return pairs
+        return pair
+
+    # A remote shard takes a few requests to open (its stamps, its index): all at once.
+    threads = OPEN_THREADS if is_url(folder) else 1
+    return on_threads([partial(shard, *entry) for entry in manifest["shards"]], threads)
