@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 DISTRIBUTION = "datarax-sharding"
-EXTRAS = ("viz", "playground", "checkpoint", "parquet", "remote", "tutorials")
+EXTRAS = ("viz", "playground", "checkpoint", "parquet", "remote", "zstd", "tutorials")
 
 
 def install_line(extra: str) -> str:

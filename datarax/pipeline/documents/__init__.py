@@ -1,7 +1,8 @@
 """Language-model data: token documents, mixtures of them, and packed rows.
 
 `Documents` reads token documents of every length from token stores, Megatron-LM indexed
-datasets, flat token files, Parquet, JSON Lines, a Hugging Face dataset or a sequence;
+datasets, flat token files, Parquet, JSON Lines (compressed too), a Hugging Face dataset
+or a sequence, or tokenizes text from them on the way;
 `write_documents` writes any of them as a token store, on every core and every host at
 once; `Mixture` draws documents from several sources by weight; `Packed` packs documents
 into fixed-length rows planned from their lengths alone. One module a job:
@@ -11,8 +12,8 @@ into fixed-length rows planned from their lengths alone. One module a job:
 - `_values`: what a document is (1-D integers), checked where a record enters;
 - `_documents`: `Documents`, over `_files` (paths resolved, kinds told apart, documents
   numbered across files), one module a file kind (`_store`, `_megatron`, `_flat`,
-  `_parquet`, `_jsonl`; `_arrow` for Parquet's columns and datasets), and `_index`
-  (indexes computed once and cached);
+  `_parquet`, `_jsonl`, `_compressed`; `_arrow` for Parquet's columns and datasets),
+  `_index` (indexes computed once and cached), and `_text` (text tokenized on the way);
 - `_write`: `write_documents`;
 - `_mixture`: `Mixture`; `_packed`: `Packed`, its plans in `_plan` (in memory) and
   `_saved_plans` (in files, memory-mapped).

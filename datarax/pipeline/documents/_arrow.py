@@ -28,29 +28,57 @@ def check_column(schema: pa.Schema, field: str, path: str | None, what: str) -> 
         DocumentFieldError: there is no such column, or it holds something else.
     """
     columns = list(schema.names)
-    if field not in columns:
-        raise DocumentFieldError(
-            f"{what[:1].upper()}{what[1:]} has no column {field!r}; its columns are "
-            f"{columns}. Pass field= the "
-            "one that holds the token ids.",
-            field=field,
-            columns=columns,
-            path=path,
-        )
-    kind = schema.field(field).type
+    kind = _column_type(schema, field, path, what, "the token ids")
     is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind)
     if not (is_list or pa.types.is_fixed_size_list(kind)) or not pa.types.is_integer(
         kind.value_type
     ):
         raise DocumentFieldError(
             f"Column {field!r} of {what} is of type {kind}, not a list of integers. "
-            "Documents reads token ids: tokenize the text first, or pass field= the column "
-            "that holds the ids.",
+            "Documents reads token ids: pass tokenizer= to tokenize a text column as it is "
+            "read, or field= the column that holds the ids.",
             field=field,
             columns=columns,
             path=path,
         )
     return kind
+
+
+def _column_type(schema: pa.Schema, field: str, path: str | None, what: str, held: str) -> Any:
+    """The type of column `field` of `schema`; `held` says what it holds, for the error.
+
+    Raises:
+        DocumentFieldError: there is no such column.
+    """
+    columns = list(schema.names)
+    if field not in columns:
+        raise DocumentFieldError(
+            f"{what[:1].upper()}{what[1:]} has no column {field!r}; its columns are "
+            f"{columns}. Pass field= the one that holds {held}.",
+            field=field,
+            columns=columns,
+            path=path,
+        )
+    return schema.field(field).type
+
+
+def check_text_column(schema: pa.Schema, field: str, path: str | None, what: str) -> None:
+    """Checks that column `field` of `schema` holds text (strings), as a tokenizer needs.
+
+    Raises:
+        DocumentFieldError: there is no such column, or it holds something else.
+    """
+    kind = _column_type(schema, field, path, what, "the text")
+    view = getattr(pa.types, "is_string_view", lambda _: False)
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or view(kind)):
+        raise DocumentFieldError(
+            f"Column {field!r} of {what} is of type {kind}, not text (a string column), "
+            "and a tokenizer reads text. Leave tokenizer= out to read a column of token "
+            "ids, or pass field= the column that holds the text.",
+            field=field,
+            columns=list(schema.names),
+            path=path,
+        )
 
 
 def _null_error(kind: str, index: int, path: str | None) -> DocumentError:
@@ -106,6 +134,17 @@ def copies(
     return [read_only(values[offsets[k] : offsets[k + 1]].copy()) for k in which]
 
 
+def _rows_of(dataset: Any, rows: np.ndarray | None, field: str, indices: np.ndarray) -> Any:
+    """The rows of `dataset`'s column `field` that hold items `indices` (`rows`: its
+    indices mapping, or None)."""
+    column = dataset.data.column(field)
+    if rows is not None:
+        indices = rows[indices]
+    elif len(indices) == len(column) and np.array_equal(indices, np.arange(len(column))):
+        return column
+    return column.take(pa.array(indices))
+
+
 class DatasetDocuments:
     """A Hugging Face `datasets.Dataset`'s documents, read from its Arrow table (through
     its indices mapping, after ``select`` or ``shuffle``)."""
@@ -122,12 +161,7 @@ class DatasetDocuments:
 
     def _column(self, indices: np.ndarray) -> pa.ChunkedArray:
         """The rows of the field's column that hold documents `indices`."""
-        column = self.dataset.data.column(self.field)
-        if self._rows is not None:
-            indices = self._rows[indices]
-        elif len(indices) == len(column) and np.array_equal(indices, np.arange(len(column))):
-            return column
-        return column.take(pa.array(indices))
+        return _rows_of(self.dataset, self._rows, self.field, indices)
 
     def read(self, indices: np.ndarray) -> list[np.ndarray]:
         values, offsets = split_documents(self._column(indices), indices, None)
@@ -140,3 +174,29 @@ class DatasetDocuments:
         self.dataset, self._rows = dataset_rows(state["dataset"])  # it pickles its mapping
         self.field, self.lengths = state["field"], state["lengths"]
         self.count = len(self.lengths)
+
+
+class DatasetTexts:
+    """A Hugging Face `datasets.Dataset`'s string column `field`, item by item (through
+    its indices mapping), for a tokenizer."""
+
+    def __init__(self, dataset: Any, field: str):
+        self.dataset, self._rows = dataset_rows(dataset)
+        self.field = field
+        check_text_column(dataset.data.schema, field, None, "the dataset")
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        """Items `indices`: each a str, or None where it is null."""
+        return _rows_of(
+            self.dataset, self._rows, self.field, np.array(indices, np.int64)
+        ).to_pylist()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "field": self.field}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.dataset, self._rows = dataset_rows(state["dataset"])
+        self.field = state["field"]

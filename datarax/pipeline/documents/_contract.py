@@ -3,7 +3,10 @@
 A documents source (`Documents`, `Mixture`, or one of your own) has ``lengths`` (every
 document's token count, known before any document is read), ``len()``, ``source[i]``
 (one document) and ``source.read(indices)`` (several at once, in the order asked): the
-one batched read that `Packed` and `Mixture` call. Three rules hold for all of them:
+one batched read that `Packed` and `Mixture` call; a source may also have
+``source.read_pieces(indices, starts, sizes)`` (a piece of each document), which `Packed`
+calls instead, so that a row's pieces of a long document are read, not all of it.
+Three rules hold for all of them:
 
 - an index (`one_index`) is one int, negative from the end, and a batch of indices
   (`many_indices`) a 1-D sequence of ints; bools and floats are neither;
@@ -37,6 +40,27 @@ class DocumentSource(Protocol):
     def __getitem__(self, index: int) -> np.ndarray: ...
 
     def read(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]: ...
+
+
+def pieces_of(
+    source: Any, indices: np.ndarray, starts: np.ndarray, sizes: np.ndarray
+) -> list[np.ndarray]:
+    """Tokens ``[start, start + size)`` of each document `indices` of `source` (in range):
+    through its ``read_pieces`` where it has one (a token store then fetches only those
+    bytes), else cut from the whole documents `read` returns.
+
+    Example:
+        >>> pieces_of([[1, 2, 3], [4, 5]], np.array([1, 0]), np.array([1, 0]), np.array([1, 2]))
+        [[5], [1, 2]]
+    """
+    read_pieces = getattr(source, "read_pieces", None)
+    if read_pieces is not None:
+        return read_pieces(indices, starts, sizes)
+    read = source.read(indices) if hasattr(source, "read") else [source[i] for i in indices]
+    return [
+        tokens[start : start + size]
+        for tokens, start, size in zip(read, starts.tolist(), sizes.tolist(), strict=True)
+    ]
 
 
 class CheckedLengths:

@@ -8,6 +8,7 @@ What a path holds, by one rule each (one list may mix them):
   are: a pair of Megatron's indexed format;
 - ``.parquet`` (needs pyarrow, the ``parquet`` extra): a column of lists of token ids;
 - ``.jsonl`` or ``.json``: one JSON object a line, its tokens under a field;
+- ``.jsonl.gz``, ``.jsonl.zst`` (``.json`` too): the same, compressed, read in order only;
 - ``.npy``, or ``.bin`` given ``dtype=``: a flat token file, documents ending with
   ``eos_id``.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -34,10 +35,16 @@ from datarax.pipeline.documents._index import IndexedFile, cached_folder, entry_
 from datarax.pipeline.documents._megatron import IndexedPair
 from datarax.pipeline.documents._storage import on_threads
 from datarax.pipeline.documents._store import has_shards, is_store, open_store
+from datarax.pipeline.documents._text import TextFile
 from datarax.pipeline.documents._values import read_only
 
+_COMPRESSED = (".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")  # JSON Lines, read in order
 _EXTENSIONS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".npy": "flat"}
-_READ = ".parquet, .jsonl, .json, .npy, .bin (with dtype=), .idx, a token store's folder"
+_EXTENSIONS |= dict.fromkeys(_COMPRESSED, "compressed")
+_READ = (
+    ".parquet, .jsonl, .json, .jsonl.gz, .jsonl.zst (.json too), .npy, .bin (with dtype=), "
+    ".idx, a token store's folder"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,15 +97,30 @@ def _found(path: str, raw: bool) -> Found:
             else "pass dtype= (e.g. np.uint16) and eos_id= to read it as a flat token file"
         )
         raise DocumentFormatError(f"{path} is raw tokens: {hint}.", path=path)
-    kind = "flat" if lower.endswith(".bin") else _EXTENSIONS.get(os.path.splitext(lower)[1])
+    kind = "flat" if lower.endswith(".bin") else _kind_of(lower)
     if kind is None:
         raise DocumentFormatError(
             f"{path} is not a file Documents reads: its extension is none of {_READ}. "
-            "Convert it to Parquet, JSON Lines or a token store (uncompressed: documents are "
-            "read by seeking), or pass the documents as a list of arrays.",
+            "Convert it to Parquet, JSON Lines or a token store, or pass the documents as a "
+            "list of arrays.",
             path=path,
         )
     return Found(kind, path)
+
+
+def names_file(text: str) -> bool:
+    """Whether `text` ends as the name of a documents file does.
+
+    Example:
+        >>> names_file("gs://bucket/part-0.jsonl.gz"), names_file("a cat sat")
+        (True, False)
+    """
+    return text.lower().endswith((*_EXTENSIONS, ".bin", ".idx"))
+
+
+def _kind_of(lower: str) -> str | None:
+    """The kind of a file by the end of its name (lower case), None for none."""
+    return next((kind for end, kind in _EXTENSIONS.items() if lower.endswith(end)), None)
 
 
 def _prefix(path: str) -> Found | None:
@@ -148,7 +170,7 @@ def _matches(item: Any, number: int, raw: bool) -> list[Found]:
     if not matched:
         what = "matches no file" if magic else "does not exist"
         where = "" if remote else f" (looked from {os.getcwd()})"
-        text = not pattern.lower().endswith((*_EXTENSIONS, ".bin", ".idx"))
+        text = not names_file(pattern)
         hint = (
             " If it is a text, not a path: tokenize it first, Documents reads token ids."
             if text
@@ -187,6 +209,7 @@ class FileOptions:
     cache_dir: str
     dtype: Any = None
     eos_id: Any = None
+    text: Any = None  # the `Tokenizing` of files whose field holds text
 
 
 def _open(found: Found, options: FileOptions, first: int) -> list[Part]:
@@ -203,18 +226,26 @@ def _open(found: Found, options: FileOptions, first: int) -> list[Part]:
         return [open_flat(found.path, options.dtype, options.eos_id, options.cache_dir)]
     if found.kind == "parquet":
         require("pyarrow", "parquet", "datarax.pipeline.Documents over Parquet files")
-        from datarax.pipeline.documents._parquet import ParquetFile
+        from datarax.pipeline.documents._parquet import ParquetFile, ParquetText
 
         kind: type[IndexedFile] = ParquetFile
-    else:
-        from datarax.pipeline.documents._jsonl import JsonLinesFile
+        text: type[TextFile] = ParquetText
+    elif found.kind == "compressed":
+        from datarax.pipeline.documents._compressed import CompressedLines, CompressedText
 
-        kind = JsonLinesFile
+        kind, text = CompressedLines, CompressedText
+    else:
+        from datarax.pipeline.documents._jsonl import JsonLinesFile, JsonLinesText
+
+        kind, text = JsonLinesFile, JsonLinesText
+    if options.text is not None:
+        return [text(found.path, options.field, options.cache_dir, first=first, text=options.text)]
     return [kind(found.path, options.field, options.cache_dir, first=first)]
 
 
 def _check_options(found: list[Found], options: FileOptions) -> None:
-    """Raises ValueError where `dtype` or `eos_id` were given for files without use for them."""
+    """Raises ValueError where `dtype` or `eos_id` were given for files without use for
+    them, or a tokenizer for files of token ids."""
     kinds = {item.kind for item in found}
     if options.eos_id is not None and "flat" not in kinds:
         raise ValueError(
@@ -227,6 +258,14 @@ def _check_options(found: list[Found], options: FileOptions) -> None:
         raise ValueError(
             "dtype= is for raw .bin token files, and none is given (other files say their "
             "dtype); leave it out."
+        )
+    held = {"store": "a token store", "megatron": "a Megatron pair", "flat": "a flat token file"}
+    ids = [item for item in found if item.kind in held]
+    if options.text is not None and ids:
+        raise ValueError(
+            f"tokenizer= is for files whose field holds text (Parquet, JSON Lines, compressed "
+            f"JSON Lines), but {ids[0].path} is {held[ids[0].kind]}, which holds token ids: "
+            "leave tokenizer= out to read it."
         )
 
 
@@ -335,31 +374,54 @@ class FileDocuments:
                 documents = part.read(np.arange(at, min(at + chunk, end)))
                 yield _joined(documents), np.fromiter(map(len, documents), np.int64)
 
-    def read(self, indices: np.ndarray) -> list[np.ndarray]:
-        """Documents `indices`: a local file's together (its ranges asked of the kernel at
-        once), a remote file's on `threads` threads, a request a document (a Parquet row
-        group a request), so that each waits for the network beside the others."""
+    def read(
+        self, indices: np.ndarray, spans: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> list[np.ndarray]:
+        """Documents `indices` (with `spans`, (starts, sizes): a piece of each): a local
+        file's together (its ranges asked of the kernel at once), a remote file's on
+        `threads` threads, a request a document (a Parquet row group a request), so that
+        each waits for the network beside the others. Only Megatron pairs (stores, flat
+        files) read pieces alone; other files' documents are read whole and cut."""
         owners = np.searchsorted(self.starts, indices, side="right") - 1
         documents: list[np.ndarray] = [np.empty(0, np.int64)] * len(indices)
-        remote: list[tuple[np.ndarray, Part, np.ndarray]] = []
+        calls: list[tuple[np.ndarray, Callable[[], list[np.ndarray]]]] = []
         for owner in np.unique(owners):
             positions = np.flatnonzero(owners == owner)
             local, part = indices[positions] - self.starts[owner], self.parts[owner]
-            if not _is_remote(part):
-                for position, document in zip(positions, part.read(local), strict=True):
-                    documents[position] = document
-                continue
             pieces: Any = getattr(part, "pieces", None)
-            for piece in pieces(local) if pieces else np.arange(len(local))[:, None]:
-                remote.append((positions[piece], part, local[piece]))
-        calls = [partial(part.read, local) for _, part, local in remote]
-        for (positions, _, _), read in zip(remote, on_threads(calls, self.threads), strict=True):
+            groups = [np.arange(len(local))]
+            if _is_remote(part):
+                groups = pieces(local) if pieces else list(groups[0][:, None])
+            for group in groups:
+                piece = (
+                    None
+                    if spans is None
+                    else (spans[0][positions[group]], spans[1][positions[group]])
+                )
+                calls.append((positions[group], partial(_read_part, part, local[group], piece)))
+        remote = any(_is_remote(part) for part in self.parts)
+        made = on_threads([call for _, call in calls], self.threads if remote else 1)
+        for (positions, _), read in zip(calls, made, strict=True):
             for position, document in zip(positions, read, strict=True):
                 documents[position] = document
         return documents
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_lengths": None}
+
+
+def _read_part(
+    part: Part, local: np.ndarray, spans: tuple[np.ndarray, np.ndarray] | None
+) -> list[np.ndarray]:
+    """Documents `local` of `part`, or with `spans` a piece of each."""
+    if spans is None:
+        return part.read(local)
+    if isinstance(part, IndexedPair):
+        return part.read(local, spans)
+    read = part.read(local)
+    return [
+        d[a : a + n] for d, a, n in zip(read, spans[0].tolist(), spans[1].tolist(), strict=True)
+    ]
 
 
 def _is_remote(part: Part) -> bool:

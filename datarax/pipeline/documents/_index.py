@@ -24,6 +24,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from datarax.errors import SourceFileChangedError
+from datarax.errors import RemoteReadError, SourceFileChangedError
 from datarax.pipeline.documents._storage import Stamp, is_url, open_binary, stamp_of
 
 Index = dict[str, np.ndarray]
@@ -62,6 +63,7 @@ def changed_error(path: str, then: Stamp, why: str) -> SourceFileChangedError:
 
 RECHECK_S = 5.0  # how long a remote file's stamp, once checked, is trusted in a process
 _checked: dict[tuple[str, Stamp], float] = {}
+_locks: dict[str, threading.Lock] = {}
 
 
 def check_stamp(path: str, then: Stamp, *, now: bool = False) -> None:
@@ -71,19 +73,34 @@ def check_stamp(path: str, then: Stamp, *, now: bool = False) -> None:
     asks and then at most every `RECHECK_S` seconds (each check is a request), and at
     once with `now` (a read came back short).
     """
-    remote = is_url(path)
-    if remote and not now and time.monotonic() - _checked.get((path, then), -RECHECK_S) < RECHECK_S:
+    if not is_url(path):
+        _compare(path, then)
         return
+    with _locks.setdefault(path, threading.Lock()):  # one thread asks; the others wait
+        if now or time.monotonic() - _checked.get((path, then), -RECHECK_S) >= RECHECK_S:
+            _compare(path, then)
+            _checked[(path, then)] = time.monotonic()
+
+
+def stamp_now(path: str) -> Stamp:
+    """`path`'s stamp (`stamp_of`), which counts as checked now."""
+    stamp = stamp_of(path)
+    if is_url(path):
+        _checked[(path, stamp)] = time.monotonic()
+    return stamp
+
+
+def _compare(path: str, then: Stamp) -> None:
     try:
         current = stamp_of(path)
+    except RemoteReadError:
+        raise  # the store did not answer: nothing is known to have changed
     except OSError as error:
         raise changed_error(path, then, f"it cannot be found or read ({error})") from None
     if current[0] != then[0]:
         raise changed_error(path, then, f"it has {current[0]} bytes now")
     if current[1] != then[1]:
         raise changed_error(path, then, f"it was modified (version {current[1]} now)")
-    if remote:
-        _checked[(path, then)] = time.monotonic()
 
 
 def _entry(cache_dir: str, kind: str, path: str, field: str) -> str:
@@ -227,7 +244,7 @@ class IndexedFile:
 
     def __init__(self, path: str, field: str, cache_dir: str, *, first: int):
         self.path, self.field, self.cache_dir, self.first = path, field, cache_dir, first
-        self.stamp = stamp_of(path)
+        self.stamp = stamp_now(path)
         self.given: np.ndarray | None = None  # lengths the caller passed, once checked
         self._index: Index | None = self._load(False)  # now: bad input fails here
 

@@ -3,23 +3,31 @@
 The index is one pass over the lines: where each document's line starts (a byte offset)
 and how long it is, and, unless the caller passed lengths, each document's token count
 (its line parsed and checked). Blank lines are not documents. A read fetches the byte
-range of each line asked for, and parses only those.
+range of each line asked for, and parses only those. With a tokenizer (`JsonLinesText`),
+the field holds text, tokenized as it is read.
 """
 
 from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from datarax.errors import DocumentError, DocumentFormatError
 from datarax.pipeline.documents._index import Index, IndexedFile
 from datarax.pipeline.documents._storage import open_binary, read_ranges
+from datarax.pipeline.documents._text import Text, TextFile, text_of
 from datarax.pipeline.documents._values import as_document, where
 
 
-def _parse(line: bytes, index: int, field: str, path: str, place: str) -> np.ndarray:
+def record_of(
+    line: bytes, index: int, field: str, path: str, place: str, example: str = "[1, 2, 3]"
+) -> dict[str, Any]:
+    """The JSON object on `line`, document `index`'s; `example` is a value of `field`, for
+    the error."""
     name = where(index, path, place)
     try:
         record = json.loads(line)
@@ -32,10 +40,17 @@ def _parse(line: bytes, index: int, field: str, path: str, place: str) -> np.nda
     if not isinstance(record, dict):
         raise DocumentError(
             f"{name} is a JSON {type(record).__name__}, not an object; each line must be "
-            f'an object holding the tokens, e.g. {{"{field}": [1, 2, 3]}}.',
+            f'an object holding the documents, e.g. {{"{field}": {example}}}.',
             index=index,
             path=path,
         )
+    return record
+
+
+def _parse(line: bytes, index: int, field: str, path: str, place: str) -> np.ndarray:
+    """Document `index` (the token ids under `field` on `line`), checked."""
+    name = where(index, path, place)
+    record = record_of(line, index, field, path, place)
     document = as_document(record, index, field, path, place)
     if document.dtype != np.int64:
         raise DocumentError(
@@ -55,9 +70,16 @@ def _check_plain(path: str) -> None:
         head = file.read(6)
     for magic, kind in _COMPRESSED.items():
         if head.startswith(magic):
+            known = {"gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
+            rename = (
+                f"rename it to end in {known[kind]} to read it in order (write_documents "
+                "converts it to a token store in one pass), or "
+                if kind in known
+                else ""
+            )
             raise DocumentFormatError(
-                f"{path} is {kind}-compressed: Documents reads a JSON Lines file by seeking "
-                "to its lines, so decompress it first.",
+                f"{path} is {kind}-compressed: a .jsonl file is read by seeking to its "
+                f"lines; {rename}decompress it first.",
                 path=path,
             )
 
@@ -102,3 +124,44 @@ class JsonLinesFile(IndexedFile):
             _parse(line, self.first + int(k), self.field, self.path, f"at byte {starts[k]}")
             for line, k in zip(lines, local, strict=True)
         ]
+
+
+class JsonLinesText(TextFile, JsonLinesFile):
+    """A JSON Lines file whose field holds text, tokenized when read. Its index of line
+    offsets is the same as for token ids (cached as theirs), its lengths `TextFile`'s."""
+
+    def _compute(self, with_lengths: bool) -> Index:
+        return index_lines(self.path, self.field, self.first, False)
+
+    def _text(self, line: bytes, index: int, place: str) -> str:
+        record = record_of(line, index, self.field, self.path, place, '"some text"')
+        return text_of(record, index, self.field, self.path, place)
+
+    def _texts(self, start: int, stop: int) -> Iterator[Text]:
+        """The texts of documents ``[start, stop)``, read in order from the first one's
+        line (lines numbered from a read of the whole file, else named by byte)."""
+        if start >= stop:
+            return
+        offset = 0 if start == 0 else int(self.index["starts"][start])
+        at = start
+        with open_binary(self.path) as file:
+            file.seek(offset)
+            for number, line in enumerate(file, start=1):
+                if not line.isspace():
+                    if at >= stop:
+                        return
+                    index = self.first + at
+                    place = f"line {number}" if start == 0 else f"at byte {offset}"
+                    yield self._text(line, index, place), index, self.path, place
+                    at += 1
+                offset += len(line)
+
+    def _read(self, local: np.ndarray) -> list[np.ndarray]:
+        starts, sizes = self.index["starts"], self.index["sizes"]
+        lines = read_ranges(self.path, starts[local].tolist(), sizes[local].tolist())
+        documents = []
+        for line, k in zip(lines, local.tolist(), strict=True):
+            index, place = self.first + k, f"at byte {starts[k]}"
+            text = self._text(line, index, place)
+            documents.append(self.text.tokens(text, index, self.path, place))
+        return documents

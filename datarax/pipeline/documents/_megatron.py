@@ -35,8 +35,13 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from datarax.errors import DocumentFormatError
-from datarax.pipeline.documents._index import check_stamp, default_cache_dir, local_copy
-from datarax.pipeline.documents._storage import is_url, read_ranges, stamp_of
+from datarax.pipeline.documents._index import (
+    check_stamp,
+    default_cache_dir,
+    local_copy,
+    stamp_now,
+)
+from datarax.pipeline.documents._storage import is_url, read_ranges
 from datarax.pipeline.documents._values import read_only
 
 MAGIC = b"MMIDIDX\x00\x00"
@@ -140,7 +145,7 @@ class IndexedPair:
     ):
         self.idx_path, self.bin_path, self.bin_offset = idx_path, bin_path, bin_offset
         self.cache_dir = cache_dir or default_cache_dir()
-        self.stamps = (stamp_of(idx_path), stamp_of(bin_path))
+        self.stamps = (stamp_now(idx_path), stamp_now(bin_path))
         self.dtype, self.count, _ = read_header(self._index_file(), idx_path)
         self._check_bounds()
         self._maps: tuple[np.ndarray, np.ndarray, int | None] | None = None
@@ -199,12 +204,18 @@ class IndexedPair:
         """Every document's length (int32, mapped from the index, read-only)."""
         return self._mapped()[0]
 
-    def read(self, local: np.ndarray) -> list[np.ndarray]:
+    def read(
+        self, local: np.ndarray, spans: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> list[np.ndarray]:
         """Documents `local` (indices in this pair, in range), each read-only, their byte
-        ranges asked of the kernel all at once before the first is read."""
+        ranges asked of the kernel all at once before the first is read; with `spans`
+        (starts, sizes in tokens, inside each document), only those pieces."""
         lengths, pointers, descriptor = self._mapped()
+        itemsize = self.dtype.itemsize
         begins = self.bin_offset + pointers[local]
-        sizes = lengths[local].astype(np.int64) * self.dtype.itemsize
+        sizes = lengths[local].astype(np.int64) * itemsize
+        if spans is not None:
+            begins, sizes = begins + spans[0] * itemsize, spans[1] * itemsize
         if descriptor is None:
             fetched = read_ranges(self.bin_path, begins.tolist(), sizes.tolist())
             return [self._checked(data, size) for data, size in zip(fetched, sizes, strict=True)]

@@ -22,6 +22,7 @@ from datarax.pipeline.documents._contract import (
     DocumentSource,
     many_indices,
     one_index,
+    pieces_of,
     source_lengths,
 )
 
@@ -298,6 +299,33 @@ class Mixture(CheckedLengths):
     def __getitem__(self, index: int) -> np.ndarray:
         number = self._index(index)
         return self._sources[self._source[number]][int(self._doc[number])]
+
+    def read_pieces(
+        self,
+        indices: Iterable[int] | np.ndarray,
+        starts: Sequence[int] | np.ndarray,
+        sizes: Sequence[int] | np.ndarray,
+    ) -> list[np.ndarray]:
+        """Tokens ``[start, start + size)`` of each document `indices`, each source asked
+        once for its share (see `Documents.read_pieces`).
+
+        Example:
+            >>> docs = Documents([[1, 2, 3]] * 2)
+            >>> mix = Mixture({"a": docs, "b": docs}, [1, 1], rngs=nnx.Rngs(0))
+            >>> [piece.tolist() for piece in mix.read_pieces([0, 1], [1, 0], [2, 1])]
+            [[2, 3], [1]]
+        """
+        picked = self._picked(indices)
+        first, size = np.asarray(starts, np.int64), np.asarray(sizes, np.int64)
+        sources = self._source[picked]
+        out: list[Any] = [None] * len(picked)
+        for s, source in enumerate(self._sources):
+            where = np.flatnonzero(sources == s)
+            if len(where):
+                got = pieces_of(source, self._doc[picked[where]], first[where], size[where])
+                for k, tokens in zip(where, got, strict=True):
+                    out[k] = tokens
+        return out
 
     def read(self, indices: Iterable[int] | np.ndarray) -> list[np.ndarray]:
         """Documents `indices`, in that order, each source read once for its share."""

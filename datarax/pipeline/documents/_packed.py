@@ -22,6 +22,7 @@ from datarax.pipeline.documents._contract import (
     DocumentSource,
     many_indices,
     one_index,
+    pieces_of,
     source_lengths,
 )
 from datarax.pipeline.documents._plan import ConcatPlan, PackingPlan, make_plan
@@ -202,17 +203,33 @@ class Packed:
 
     def _rows(self, rows: list[int]) -> list[dict[str, np.ndarray]]:
         plans = [self._plan.pieces_of(row) for row in rows]
-        wanted = np.unique(np.concatenate([np.empty(0, np.int64), *(p[0] for p in plans)]))
-        documents = [np.asarray(tokens) for tokens in self._documents.read(wanted)]
-        self._check(wanted, documents)
-        read = dict(zip(wanted.tolist(), documents, strict=True))
-        return [self._row(read, *plan) for plan in plans]
+        if not hasattr(self._documents, "read_pieces"):
+            wanted = np.unique(np.concatenate([np.empty(0, np.int64), *(p[0] for p in plans)]))
+            documents = [np.asarray(tokens) for tokens in self._documents.read(wanted)]
+            self._check(wanted, documents)
+            read = dict(zip(wanted.tolist(), documents, strict=True))
+            return [self._row(_cut(read, plan), plan) for plan in plans]
+        # Only the pieces (each token is in one row: no piece twice), so a long document
+        # cut over rows is fetched a piece a row.
+        docs, starts, sizes = (
+            np.concatenate([np.zeros(0, np.int64), *(plan[k] for plan in plans)]).astype(np.int64)
+            for k in (0, 1, 3)
+        )
+        pieces = [np.asarray(t) for t in pieces_of(self._documents, docs, starts, sizes)]
+        self._check(docs, pieces, sizes)
+        ends = np.cumsum([len(plan[0]) for plan in plans]).tolist()
+        return [
+            self._row(pieces[end - len(plan[0]) : end], plan)
+            for plan, end in zip(plans, ends, strict=True)
+        ]
 
-    def _check(self, wanted: np.ndarray, documents: list[np.ndarray]) -> None:
-        """Raises where a document read is not what the plan was made for, or holds a token
-        that int32 (the rows' dtype) does not."""
+    def _check(
+        self, wanted: np.ndarray, documents: list[np.ndarray], sizes: np.ndarray | None = None
+    ) -> None:
+        """Raises where a document (or, with `sizes`, a piece of it) read is not what the
+        plan was made for, or holds a token that int32 (the rows' dtype) does not."""
         shapes = [tokens.shape for tokens in documents]
-        planned = self._lengths[wanted].tolist()
+        planned = (self._lengths[wanted] if sizes is None else sizes).tolist()
         for doc, shape, length in zip(wanted.tolist(), shapes, planned, strict=True):
             if shape != (length,):
                 raise SourceChangedError(
@@ -238,25 +255,24 @@ class Packed:
                         "which int32 does not hold: packed rows are int32."
                     )
 
-    def _row(
-        self,
-        read: dict[int, np.ndarray],
-        docs: np.ndarray,
-        starts: np.ndarray,
-        offsets: np.ndarray,
-        sizes: np.ndarray,
-    ) -> dict[str, np.ndarray]:
-        """The row of pieces laid back to back from its start (`offsets` follow `sizes`)."""
+    def _row(self, pieces: list[np.ndarray], plan: tuple[np.ndarray, ...]) -> dict[str, np.ndarray]:
+        """The row of `pieces` (those of `plan`: documents, starts, offsets, sizes) laid
+        back to back from its start."""
+        offsets, sizes = plan[2], plan[3]
         tokens, segments, positions = (np.zeros(self._length, np.int32) for _ in range(3))
         filled = int(sizes.sum())
         if filled:
-            pieces = [
-                read[doc][start : start + size]
-                for doc, start, size in zip(
-                    docs.tolist(), starts.tolist(), sizes.tolist(), strict=True
-                )
-            ]
             tokens[:filled] = np.concatenate(pieces)
             segments[:filled] = np.repeat(np.arange(1, len(sizes) + 1, dtype=np.int32), sizes)
             positions[:filled] = np.arange(filled) - np.repeat(offsets, sizes)
         return {"tokens": tokens, "segment_ids": segments, "positions": positions}
+
+
+def _cut(read: dict[int, np.ndarray], plan: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+    """The pieces of a row's `plan` (documents, starts, offsets, sizes) cut from whole
+    documents `read` (by index)."""
+    docs, starts, _, sizes = plan
+    return [
+        read[doc][start : start + size]
+        for doc, start, size in zip(docs.tolist(), starts.tolist(), sizes.tolist(), strict=True)
+    ]

@@ -5,8 +5,10 @@ passed lengths, each document's length: the field's column read one row group at
 and its list offsets differenced. A read decodes only the row groups that hold the
 documents asked for, only the field's column, each once; decoded groups stay in a
 per-process cache of 256 MiB (cleared by `datarax.clear_caches`), so later reads from the
-same groups decode nothing again, and each process keeps its files open. Imported only
-when a Parquet file is given (it imports pyarrow).
+same groups decode nothing again, and each process keeps its files open. A string column
+read with a tokenizer (`ParquetText`) keeps its groups' strings in a cache of its own
+and tokenizes only the documents asked for. Imported only when a Parquet file is given
+(it imports pyarrow).
 """
 
 from __future__ import annotations
@@ -21,15 +23,27 @@ import pyarrow.parquet as pq
 
 from datarax._caches import BoundedCache
 from datarax.errors import DocumentFormatError
-from datarax.pipeline.documents._arrow import check_column, copies, list_lengths, split_documents
+from datarax.pipeline.documents._arrow import (
+    check_column,
+    check_text_column,
+    copies,
+    list_lengths,
+    split_documents,
+)
 from datarax.pipeline.documents._index import Index, IndexedFile
-from datarax.pipeline.documents._storage import is_url, open_binary, open_ranges
+from datarax.pipeline.documents._storage import Stamp, is_url, open_binary, open_ranges
+from datarax.pipeline.documents._text import Text, TextFile, text_of
 
 # (path, stamp, field, row group) -> (flat tokens, offsets): decoded row groups, up to
 # 256 MiB in each process, so that a file of that size is decoded once, however its
 # documents are shuffled.
 _decoded: BoundedCache[tuple[np.ndarray, np.ndarray]] = BoundedCache(
     "decoded Parquet row groups", maxsize=65_536, maxbytes=256 << 20
+)
+# (path, stamp, field, row group) -> the column of text, as Arrow decoded it: a file whose
+# field holds text keeps its strings, and tokenizes the documents read.
+_decoded_text: BoundedCache[pa.ChunkedArray] = BoundedCache(
+    "decoded Parquet row groups of text", maxsize=65_536, maxbytes=256 << 20
 )
 # (process, thread for a URL, path, stamp) -> the open file, its footer parsed once.
 _opened: BoundedCache[pq.ParquetFile] = BoundedCache("open Parquet files", maxsize=64)
@@ -40,12 +54,26 @@ def read_row_group(file: pq.ParquetFile, group: int, field: str) -> pa.ChunkedAr
     return file.read_row_group(group, columns=[field]).column(0)
 
 
-def parquet_file(path: str, *, in_order: bool = False) -> pq.ParquetFile:
-    """`path` opened by pyarrow: a URL as a file whose reads fetch what they ask (or, read
-    `in_order`, in blocks)."""
+# (process, path, stamp) -> a remote file's footer, parsed once in each process.
+_footers: BoundedCache[pq.FileMetaData] = BoundedCache("Parquet footers", maxsize=1024)
+_footer_lock = threading.Lock()
+
+
+def parquet_file(path: str, stamp: Stamp, *, in_order: bool = False) -> pq.ParquetFile:
+    """`path` (as it was at `stamp`) opened by pyarrow: a URL as a file whose reads are
+    ranged requests for what they ask (or, read `in_order`, blocks of 8 MiB), its footer
+    fetched once in each process."""
     if not is_url(path):
         return pq.ParquetFile(path)
-    return pq.ParquetFile(open_binary(path) if in_order else open_ranges(path))
+    if in_order:
+        return pq.ParquetFile(open_binary(path))
+    key = (os.getpid(), path, stamp)
+    with _footer_lock:  # one thread fetches a footer; the others wait for it
+        footer = _footers.get(key)
+        file = pq.ParquetFile(open_ranges(path, int(stamp[0])), metadata=footer)
+        if footer is None:
+            _footers.put(key, file.metadata)
+    return file
 
 
 class ParquetFile(IndexedFile):
@@ -59,7 +87,7 @@ class ParquetFile(IndexedFile):
 
     def _compute(self, with_lengths: bool) -> Index:
         try:
-            opened = parquet_file(self.path)
+            opened = parquet_file(self.path, self.stamp)
         except (pa.ArrowException, OSError) as error:
             raise DocumentFormatError(
                 f"{self.path} is not a Parquet file pyarrow can read ({error}): it may be "
@@ -67,7 +95,7 @@ class ParquetFile(IndexedFile):
                 path=self.path,
             ) from None
         with opened as file:
-            check_column(file.schema_arrow, self.field, self.path, f"the file {self.path}")
+            self._check_column(file.schema_arrow)
             rows = [file.metadata.row_group(g).num_rows for g in range(file.num_row_groups)]
             boundaries = np.zeros(len(rows) + 1, np.int64)
             np.cumsum(rows, out=boundaries[1:])
@@ -81,20 +109,28 @@ class ParquetFile(IndexedFile):
                 index["lengths"] = np.concatenate(parts)
         return index
 
+    def _check_column(self, schema: pa.Schema) -> None:
+        """Raises DocumentFieldError where the field is no column of lists of integers."""
+        check_column(schema, self.field, self.path, f"the file {self.path}")
+
+    def _file(self) -> pq.ParquetFile:
+        """This file, opened once in each process (and thread, for a URL)."""
+        # A remote file is read through a Python file object, one a thread.
+        thread = threading.get_ident() if is_url(self.path) else 0
+        opened = (os.getpid(), thread, self.path, self.stamp)
+        file = _opened.get(opened)
+        if file is None:
+            file = parquet_file(self.path, self.stamp)
+            _opened.put(opened, file)
+        return file
+
     def _group(self, group: int) -> tuple[np.ndarray, np.ndarray]:
         """Row group `group`'s tokens and offsets, decoded now or a moment ago."""
         key = (self.path, self.stamp, self.field, group)
         decoded = _decoded.get(key)
         if decoded is None:
             start, stop = self.index["boundaries"][group : group + 2]
-            # A remote file is read through a Python file object, one a thread.
-            thread = threading.get_ident() if is_url(self.path) else 0
-            opened = (os.getpid(), thread, self.path, self.stamp)
-            file = _opened.get(opened)
-            if file is None:
-                file = parquet_file(self.path)
-                _opened.put(opened, file)
-            column = read_row_group(file, group, self.field)
+            column = read_row_group(self._file(), group, self.field)
             decoded = split_documents(column, np.arange(start, stop) + self.first, self.path)
             _decoded.put(key, decoded)
         return decoded
@@ -104,7 +140,7 @@ class ParquetFile(IndexedFile):
         (tokens back to back, lengths); the groups are decoded and not kept."""
         boundaries = self.index["boundaries"]
         first = int(np.searchsorted(boundaries, start, side="right")) - 1
-        with parquet_file(self.path, in_order=True) as file:
+        with parquet_file(self.path, self.stamp, in_order=True) as file:
             for group in range(first, len(boundaries) - 1):
                 low, high = int(boundaries[group]), int(boundaries[group + 1])
                 if low >= stop:
@@ -131,4 +167,52 @@ class ParquetFile(IndexedFile):
             within = local[positions] - boundaries[group]
             for position, document in zip(positions, copies(values, offsets, within), strict=True):
                 documents[position] = document
+        return documents
+
+
+class ParquetText(TextFile, ParquetFile):
+    """A Parquet file whose field is a string column, tokenized when read. A read decodes
+    the row groups that hold the documents asked for and keeps their strings (in
+    ``_decoded_text``), then tokenizes only the documents asked for."""
+
+    kind = "parquet-text"  # its own index entry: made once the column is checked as text
+
+    def _check_column(self, schema: pa.Schema) -> None:
+        check_text_column(schema, self.field, self.path, f"the file {self.path}")
+
+    def _compute(self, with_lengths: bool) -> Index:
+        return super()._compute(False)
+
+    def _texts(self, start: int, stop: int) -> Iterator[Text]:
+        boundaries = self.index["boundaries"]
+        first = int(np.searchsorted(boundaries, start, side="right")) - 1
+        with parquet_file(self.path, self.stamp, in_order=True) as file:
+            for group in range(first, len(boundaries) - 1):
+                low, high = int(boundaries[group]), int(boundaries[group + 1])
+                if low >= stop:
+                    break
+                begin, end = max(start, low), min(stop, high)
+                column = read_row_group(file, group, self.field)
+                values = column.slice(begin - low, end - begin).to_pylist()
+                for k, value in enumerate(values, start=self.first + begin):
+                    yield text_of(value, k, self.field, self.path), k, self.path, ""
+
+    def _strings(self, group: int) -> pa.ChunkedArray:
+        """Row group `group`'s column of text, decoded now or a moment ago."""
+        key = (self.path, self.stamp, self.field, group)
+        column = _decoded_text.get(key)
+        if column is None:
+            column = read_row_group(self._file(), group, self.field)
+            _decoded_text.put(key, column)
+        return column
+
+    def _read(self, local: np.ndarray) -> list[np.ndarray]:
+        boundaries = self.index["boundaries"]
+        groups = np.searchsorted(boundaries, local, side="right") - 1
+        documents = []
+        for k, group in zip(local.tolist(), groups.tolist(), strict=True):
+            value = self._strings(group)[k - int(boundaries[group])].as_py()
+            index = self.first + k
+            text = text_of(value, index, self.field, self.path)
+            documents.append(self.text.tokens(text, index, self.path))
         return documents

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import glob as local_glob
+import io
 import os
 import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from datarax._extras import require
 from datarax.errors import RemoteReadError
@@ -106,18 +107,28 @@ def filesystem(url: str) -> Any:
     return _filesystems[key]
 
 
+def _info(url: str) -> dict[str, Any] | None:
+    """What the store says of `url` (a HEAD request over HTTP, not a download); None
+    where there is nothing there."""
+    try:
+        return _remote(url, lambda fs: fs.info(url))
+    except FileNotFoundError:
+        return None
+
+
 def exists(path: str) -> bool:
     """Whether `path` (a file or folder; a URL's folder: any object under it) exists."""
     if not is_url(path):
         return os.path.exists(path)
-    return bool(_remote(path, lambda fs: fs.exists(path)))
+    return _info(path) is not None
 
 
 def isfile(path: str) -> bool:
     """Whether `path` is a file (an object, for a URL)."""
     if not is_url(path):
         return os.path.isfile(path)
-    return bool(_remote(path, lambda fs: fs.isfile(path)))
+    info = _info(path)
+    return info is not None and info.get("type") != "directory"
 
 
 def isdir(path: str) -> bool:
@@ -181,12 +192,41 @@ def open_binary(path: str) -> BinaryIO:
     return _remote(path, lambda fs: fs.open(path, "rb", block_size=8 << 20))
 
 
-def open_ranges(path: str) -> BinaryIO:
-    """`path` opened for reads at any position, each read fetching just its bytes (a
-    Parquet file's footer, then the column chunks asked for)."""
+def open_ranges(path: str, size: int) -> BinaryIO:
+    """`path` (of `size` bytes) opened for reads at any position, each read of a URL one
+    ranged request for just its bytes (a Parquet file's footer, then the column chunks
+    asked for), retried and checked as `read_ranges` does."""
     if not is_url(path):
         return open(local(path), "rb")
-    return _remote(path, lambda fs: fs.open(path, "rb", cache_type="none"))
+    return cast(BinaryIO, _Ranges(path, size))
+
+
+class _Ranges(io.RawIOBase):
+    """A remote file read by ranged requests at any position."""
+
+    def __init__(self, url: str, size: int):
+        self.url, self.size, self.at = url, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.at, io.SEEK_END: self.size}[whence]
+        self.at = max(0, base + offset)
+        return self.at
+
+    def readinto(self, buffer: Any) -> int:
+        count = max(0, min(len(buffer), self.size - self.at))
+        data = _fetch(filesystem(self.url), self.url, self.at, count)
+        buffer[: len(data)] = data
+        self.at += len(data)
+        return len(data)
 
 
 def read_ranges(path: str, begins: Sequence[int], sizes: Sequence[int]) -> list[bytes]:
@@ -228,9 +268,11 @@ _TRANSIENT = ("aiohttp", "botocore", "google", "requests", "urllib3", "huggingfa
 
 def _transient(error: BaseException) -> bool:
     """Whether `error` may pass if the request is made again (a timeout, a dropped or
-    refused connection, a server's 5xx), not a missing file or a refusal."""
+    refused connection, a server's 5xx), not a missing file or a refusal. A "not found"
+    caused by a passing failure (fsspec's HTTP ``info`` raises one for a 503) is passing."""
     if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
-        return False
+        cause = error.__cause__ or error.__context__
+        return cause is not None and cause is not error and _transient(cause)
     if isinstance(error, (TimeoutError, ConnectionError)):
         return True
     status = getattr(error, "status", None) or getattr(error, "code", None)

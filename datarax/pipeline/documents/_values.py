@@ -77,7 +77,8 @@ def as_document(
         return read_only(np.empty(0, np.int64))  # an empty list
     raise DocumentError(
         f"{name} is {_describe(tokens)}, not a 1-D sequence of integers. Every document "
-        "must be token ids: tokenize text first, and make each document a flat list.",
+        "must be token ids: tokenize text first (or pass tokenizer=), and make each "
+        "document a flat list.",
         index=index,
         path=path,
     )

@@ -7,6 +7,7 @@ import concurrent.futures
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -15,11 +16,12 @@ import numpy as np
 
 from datarax._validate import check_int
 from datarax.errors import HostMismatchError, StoreWriteError
+from datarax.pipeline.documents import _storage as storage
 from datarax.pipeline.documents._contract import CheckedLengths
 from datarax.pipeline.documents._documents import Documents, _read_in_order
 from datarax.pipeline.documents._files import FileDocuments
 from datarax.pipeline.documents._megatron import PairWriter, token_dtype, widen
-from datarax.pipeline.documents._store import is_store, shard_name, write_manifest
+from datarax.pipeline.documents._store import MANIFEST, is_store, shard_name, write_manifest
 from datarax.pipeline.workers import leave_if_importing_main, usable_cores
 from datarax.sharding._exchange import exchange
 
@@ -123,6 +125,64 @@ def _prepare(path: str, replace: bool) -> None:
     os.makedirs(path + WRITING)
 
 
+def _prepare_remote(url: str, replace: bool) -> None:
+    """Checks that the URL `url` may take the store; with `replace`, removes the store (or
+    the shards of an interrupted write) there, its manifest first.
+
+    Raises:
+        FileExistsError: `url` is a file, holds other files, or holds a store (or shards)
+            and `replace` is False.
+    """
+    if storage.isfile(url):
+        raise FileExistsError(f"{url} is a file; write_documents writes a store's folder.")
+    entries = sorted(storage.listdir(url)) if storage.isdir(url) else []
+    others = [name for name in entries if name != MANIFEST and not name.startswith("shard-")]
+    if others:
+        raise FileExistsError(
+            f"{url} holds files that are not a token store ({', '.join(others[:3])}); "
+            "write the store to a new or empty folder."
+        )
+    if entries and not replace:
+        raise FileExistsError(
+            f"{url} holds a token store (or the shards of one cut short); pass replace=True "
+            "to write over it."
+        )
+    fs = storage.filesystem(url)
+    for name in sorted(entries, key=lambda name: name != MANIFEST):  # the manifest first
+        fs.rm_file(storage.join(url, name))
+    fs.makedirs(url, exist_ok=True)  # a folder where the file system has them
+
+
+def _upload(writing: str, url: str, shards: list[int]) -> None:
+    """Copies the files of `shards` from the local folder `writing` to the URL `url`."""
+    for shard in shards:
+        for suffix in (".bin", ".idx"):
+            name = shard_name(shard) + suffix
+            _upload_file(os.path.join(writing, name), storage.join(url, name))
+
+
+def _upload_file(local: str, url: str) -> None:
+    storage.filesystem(url).put_file(local, url)
+
+
+def _publish_remote(
+    url: str, results: list[dict[str, Any]], dtype: np.dtype, per_shard: int
+) -> None:
+    """Writes the manifest at the URL `url` once every shard is there."""
+    for result in results:
+        for suffix in (".bin", ".idx"):
+            name = shard_name(result["shard"]) + suffix
+            if not storage.isfile(storage.join(url, name)):
+                raise FileNotFoundError(f"{url} lacks {name}, which its process uploaded.")
+    shards = [{"documents": r["documents"], "tokens": r["tokens"]} for r in results]
+    local = tempfile.mkdtemp(prefix="datarax-manifest-")
+    try:
+        write_manifest(local, dtype, per_shard, shards)
+        _upload_file(os.path.join(local, MANIFEST), storage.join(url, MANIFEST))
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
 def _publish(path: str, results: list[dict[str, Any]], dtype: np.dtype, per_shard: int) -> None:
     """Writes the manifest once every shard is there, and moves the store into `path`."""
     writing = path + WRITING
@@ -223,9 +283,11 @@ def write_documents(
 
     The documents are read once, in order, in chunks of at most 4,096 documents or about
     8 million tokens (a Parquet file's a row group at a time), so memory stays bounded
-    whatever the corpus size; from Parquet or JSON Lines files whose lengths were not read
-    yet, that one pass is all (the lengths come with the tokens). By one rule, a
-    `Documents` over files is written on as many worker processes as this host has cores
+    whatever the corpus size; from Parquet or JSON Lines files (compressed too) whose
+    lengths were not read yet, that one pass is all (the lengths come with the tokens),
+    and text read with a tokenizer is tokenized once, in that pass. By one rule, a
+    `Documents` over files (with a tokenizer that pickles, if any) is written on as many
+    worker processes as this host has cores
     and the store has shards (`workers` sets the count; each opens the files by path),
     anything else in this process; a process's first workers start a forkserver (about a
     second on 2 cores, 3.5 on a TPU v5e host), more than a small corpus takes to write.
@@ -234,6 +296,14 @@ def write_documents(
     of its contiguous share of the documents, and process 0 writes the manifest once all
     have finished, so the store is the same, file for file, whatever the number of
     processes; a failure on any process is raised on all of them.
+
+    `path` may be a URL (``gs://bucket/store``, any fsspec file system that can write,
+    ``memory://`` too): each process writes its shards in a local temporary folder and
+    uploads them, and process 0 uploads the manifest last, once every shard is there. A
+    store being written has no manifest, so it is never read half-written; but an object
+    store has no folder to move into place, so `replace` removes the old store (its
+    manifest first) before the new shards are uploaded, and an interrupted write leaves
+    shards without a manifest, which a rerun with ``replace=True`` removes.
 
     `dtype` None stores uint16 while every token is below 65,536 and int32 otherwise
     (the shards written narrower are widened at the end); a token that does not fit the
@@ -245,7 +315,8 @@ def write_documents(
     Args:
         documents: a `Documents`, a `Mixture`, or a sequence of 1-D integer arrays (read
             once for its lengths, then to be written).
-        path: the store's folder: new, empty, or (with `replace`) holding a store.
+        path: the store's folder (a path or a URL): new, empty, or (with `replace`)
+            holding a store.
         dtype: the tokens' dtype: uint8, int8, int16, uint16, int32 or int64; None
             chooses as above.
         replace: write over the store at `path` (only a store: other files are refused).
@@ -284,11 +355,19 @@ def write_documents(
     if not isinstance(documents, CheckedLengths):
         documents = Documents(documents)
     documents = cast(Any, documents)
+    pickles = getattr(documents, "_pickles", True)  # a lambda tokenizer does not
     if workers is None:
         on_files = isinstance(getattr(documents, "_backend", None), FileDocuments)
-        workers = usable_cores() if on_files else 0
+        workers = usable_cores() if on_files and pickles else 0
+    elif workers and not pickles:
+        raise TypeError(
+            f"workers={workers} writes on worker processes, and the documents' tokenizer does "
+            "not pickle (a lambda or a local function): pass a function defined at a "
+            "module's top level (or a functools.partial of one), or workers=0."
+        )
     leave_if_importing_main("calls write_documents, whose work its parent process does")
-    target = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    target = storage.absolute(os.fspath(path))
+    remote = storage.is_url(target)
     count, processes, me = len(documents), jax.process_count(), jax.process_index()
     shards = -(-count // per_shard)
     mine = [s for s in range(shards) if s * processes // shards == me] if shards else []
@@ -304,11 +383,14 @@ def write_documents(
             values=agreed,
             processes=tuple(p for p, a in enumerate(agreed) if a != agreed[0]),
         )
-    _together("preparing the folder", lambda: _prepare(target, replace), everyone=False)
+    prepare = _prepare_remote if remote else _prepare
+    _together("preparing the folder", lambda: prepare(target, replace), everyone=False)
+    # A URL's shards are written in a local folder of each process, then uploaded.
+    writing = tempfile.mkdtemp(prefix="datarax-store-") if remote else target + WRITING
     try:
         written = _together(
             "writing its shards",
-            lambda: _write_mine(documents, target + WRITING, spans, given, workers),
+            lambda: _write_mine(documents, writing, spans, given, workers),
             timeout_s=_WAIT_S,
         )
         results = sorted((r for part in written for r in part), key=lambda r: r["shard"])
@@ -319,16 +401,22 @@ def write_documents(
         def widen_mine() -> None:
             for result in results:
                 if result["shard"] in mine and np.dtype(result["dtype"]) != store_dtype:
-                    widen(os.path.join(target + WRITING, shard_name(result["shard"])), store_dtype)
+                    widen(os.path.join(writing, shard_name(result["shard"])), store_dtype)
+            if remote:
+                _upload(writing, target, mine)
 
         _together("widening its shards", widen_mine, timeout_s=_WAIT_S)
+        publish = _publish_remote if remote else _publish
         _together(
             "publishing the store",
-            lambda: _publish(target, results, store_dtype, per_shard),
+            lambda: publish(target, results, store_dtype, per_shard),
             everyone=False,
         )
     except BaseException:
-        if me == 0:
-            shutil.rmtree(target + WRITING, ignore_errors=True)
+        if me == 0 and not remote:
+            shutil.rmtree(writing, ignore_errors=True)
         raise
+    finally:
+        if remote:
+            shutil.rmtree(writing, ignore_errors=True)
     return Documents(target)
