@@ -37,8 +37,8 @@ reading the same random batches in the same order:
 
 Figures: each candidate's median time a batch over the rounds (and its range), and the
 ratio default / serial, the median over rounds of the ratio taken in the same round.
-Targets: ``sequence`` and ``remote store`` below 1/6 (the issue: "a batch of 64 document
-reads in well under a sixth of the serial time, with the default settings"); ``local
+Targets: ``sequence`` and ``remote store`` below 1/6 (a batch of 64 reads that each wait
+10 ms, in well under a sixth of the serial time, with the default settings); ``local
 store`` and ``local packed`` at most 1.05 (local reads must not slow down).
 
     python -m benchmarks.document_latency --out DIR [--label NAME] [--tiny]

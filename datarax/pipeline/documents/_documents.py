@@ -41,7 +41,7 @@ from datarax.pipeline.documents._text import (
     count_files,
     tokenizing_of,
 )
-from datarax.pipeline.documents._values import as_document
+from datarax.pipeline.documents._values import as_document, item_at
 
 READ_THREADS = 16  # a remote file's requests (or a sequence's items) read at once, by default
 
@@ -72,22 +72,12 @@ class SequenceDocuments:
         self.threads = 1 if isinstance(data, (list, tuple, np.ndarray)) else threads
         if lengths is None:
             lengths = np.fromiter(
-                (len(as_document(self._item(i), i, field)) for i in range(len(data))),
+                (len(as_document(item_at(data, i), i, field)) for i in range(len(data))),
                 np.int64,
                 count=len(data),
             )
         self.lengths = check_lengths(lengths, count=len(data))
         self.count = len(self.lengths)
-
-    def _item(self, index: int) -> Any:
-        try:
-            return self.data[index]
-        except (KeyError, IndexError) as error:
-            raise TypeError(
-                f"data[{index}] raised {type(error).__name__} ({error}), but data has "
-                f"{len(self.data)} items: Documents reads a sequence by position, 0 to "
-                "len - 1. A pandas Series is read by label: pass series.to_list()."
-            ) from None
 
     def read(self, indices: np.ndarray) -> list[np.ndarray]:
         asked = [int(i) for i in indices]
@@ -97,7 +87,7 @@ class SequenceDocuments:
         if callable(getitems):
             items = list(getitems(asked))
         else:
-            items = on_threads([partial(self._item, i) for i in asked], self.threads)
+            items = on_threads([partial(item_at, self.data, i) for i in asked], self.threads)
         return [as_document(item, i, self.field) for item, i in zip(items, asked, strict=True)]
 
 
@@ -114,7 +104,7 @@ def _are_texts(data: Any) -> bool:
     first = data[0]
     if names_file(first) and (is_url(first) or os.path.exists(os.path.expanduser(first))):
         raise ValueError(
-            f"data[0] is {data[0]!r:.80}, the path of a file, but with tokenizer= a list of "
+            f"data[0] is {first!r}, the path of a file, but with tokenizer= a list of "
             "str is a list of texts. Pass files as one path or glob pattern, or as "
             "pathlib.Path objects: Documents([Path(p) for p in paths], tokenizer=...)."
         )

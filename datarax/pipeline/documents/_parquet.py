@@ -135,9 +135,9 @@ class ParquetFile(IndexedFile):
             _decoded.put(key, decoded)
         return decoded
 
-    def stream(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Documents ``[start, stop)`` of this file in order, a row group at a time, as
-        (tokens back to back, lengths); the groups are decoded and not kept."""
+    def _in_order(self, start: int, stop: int) -> Iterator[tuple[int, int, pa.ChunkedArray]]:
+        """(first document, last + 1, the field's column) of each row group that holds
+        documents ``[start, stop)``, in order, decoded and not kept."""
         boundaries = self.index["boundaries"]
         first = int(np.searchsorted(boundaries, start, side="right")) - 1
         with parquet_file(self.path, self.stamp, in_order=True) as file:
@@ -145,12 +145,16 @@ class ParquetFile(IndexedFile):
                 low, high = int(boundaries[group]), int(boundaries[group + 1])
                 if low >= stop:
                     break
-                column = read_row_group(file, group, self.field)
-                values, offsets = split_documents(
-                    column, np.arange(low, high) + self.first, self.path
-                )
-                begin, end = max(start, low) - low, min(stop, high) - low
-                yield values[offsets[begin] : offsets[end]], np.diff(offsets[begin : end + 1])
+                yield low, high, read_row_group(file, group, self.field)
+
+    def stream(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Documents ``[start, stop)`` of this file in order, a row group at a time, as
+        (tokens back to back, lengths); the groups are decoded and not kept."""
+        for low, high, column in self._in_order(start, stop):
+            documents = np.arange(low, high) + self.first
+            values, offsets = split_documents(column, documents, self.path)
+            begin, end = max(start, low) - low, min(stop, high) - low
+            yield values[offsets[begin] : offsets[end]], np.diff(offsets[begin : end + 1])
 
     def pieces(self, local: np.ndarray) -> list[np.ndarray]:
         """Positions in `local` grouped by row group: what one request reads."""
@@ -184,18 +188,11 @@ class ParquetText(TextFile, ParquetFile):
         return super()._compute(False)
 
     def _texts(self, start: int, stop: int) -> Iterator[Text]:
-        boundaries = self.index["boundaries"]
-        first = int(np.searchsorted(boundaries, start, side="right")) - 1
-        with parquet_file(self.path, self.stamp, in_order=True) as file:
-            for group in range(first, len(boundaries) - 1):
-                low, high = int(boundaries[group]), int(boundaries[group + 1])
-                if low >= stop:
-                    break
-                begin, end = max(start, low), min(stop, high)
-                column = read_row_group(file, group, self.field)
-                values = column.slice(begin - low, end - begin).to_pylist()
-                for k, value in enumerate(values, start=self.first + begin):
-                    yield text_of(value, k, self.field, self.path), k, self.path, ""
+        for low, high, column in self._in_order(start, stop):
+            begin, end = max(start, low), min(stop, high)
+            values = column.slice(begin - low, end - begin).to_pylist()
+            for k, value in enumerate(values, start=self.first + begin):
+                yield text_of(value, k, self.field, self.path), k, self.path, ""
 
     def _strings(self, group: int) -> pa.ChunkedArray:
         """Row group `group`'s column of text, decoded now or a moment ago."""

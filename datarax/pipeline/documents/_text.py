@@ -26,7 +26,7 @@ from typing import Any, cast
 import numpy as np
 
 from datarax._validate import check_int, check_str
-from datarax.errors import DocumentError, DocumentFieldError
+from datarax.errors import DocumentError
 from datarax.pipeline.documents._contract import check_lengths
 from datarax.pipeline.documents._index import (
     IndexedFile,
@@ -36,7 +36,7 @@ from datarax.pipeline.documents._index import (
     save_index,
 )
 from datarax.pipeline.documents._storage import on_threads
-from datarax.pipeline.documents._values import read_only, where
+from datarax.pipeline.documents._values import field_of, item_at, read_only, where
 
 PARALLEL_FROM = 4096  # documents from which the lengths pass runs on worker processes
 BATCH_DOCUMENTS = 1024  # texts tokenized together (a worker's task), at most
@@ -195,18 +195,7 @@ def text_of(value: Any, index: int, field: str, path: str | None = None, place: 
         'the cat'
     """
     name = where(index, path, place)
-    if isinstance(value, Mapping):
-        if field not in value:
-            keys = [str(key) for key in value]
-            raise DocumentFieldError(
-                f"{name} has no field {field!r}; its fields are {keys}. Pass field= the one "
-                "that holds the text.",
-                field=field,
-                columns=keys,
-                index=index,
-                path=path,
-            )
-        value = value[field]
+    value = field_of(value, index, field, path, place, "the text")
     if isinstance(value, str):
         return value
     what = "null" if value is None else _describe(value)
@@ -429,17 +418,7 @@ class TextSequence:
         getitems = getattr(self.data, "__getitems__", None)
         if getitems is not None:
             return list(getitems(indices))
-        return on_threads([functools.partial(self._item, i) for i in indices], self.threads)
-
-    def _item(self, index: int) -> Any:
-        try:
-            return self.data[index]
-        except (KeyError, IndexError) as error:
-            raise TypeError(
-                f"data[{index}] raised {type(error).__name__} ({error}), but data has "
-                f"{self.count} items: Documents reads a sequence by position, 0 to len - 1. "
-                "A pandas Series is read by label: pass series.to_list()."
-            ) from None
+        return on_threads([functools.partial(item_at, self.data, i) for i in indices], self.threads)
 
     def _texts(self, start: int, stop: int) -> Iterator[Text]:
         for at in range(start, stop, BATCH_DOCUMENTS):

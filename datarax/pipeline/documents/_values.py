@@ -35,6 +35,49 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}: {value!r:.60}"
 
 
+def field_of(record: Any, index: int, field: str, path: str | None, place: str, holds: str) -> Any:
+    """`record[field]` where `record` is a mapping (`record` itself otherwise); `holds`
+    says what the field holds, for the error.
+
+    Raises:
+        DocumentFieldError: `record` is a mapping without `field`.
+
+    Example:
+        >>> field_of({"text": "hi"}, 0, "text", None, "", "the text")
+        'hi'
+    """
+    if not isinstance(record, Mapping):
+        return record
+    if field not in record:
+        keys = [str(key) for key in record]
+        raise DocumentFieldError(
+            f"{where(index, path, place)} has no field {field!r}; its fields are {keys}. "
+            f"Pass field= the one that holds {holds}.",
+            field=field,
+            columns=keys,
+            index=index,
+            path=path,
+        )
+    return record[field]
+
+
+def item_at(data: Any, index: int) -> Any:
+    """`data[index]`, an item of a sequence read by position.
+
+    Raises:
+        TypeError: `data` raised KeyError or IndexError for a position in range (it is
+            read by label: a pandas Series).
+    """
+    try:
+        return data[index]
+    except (KeyError, IndexError) as error:
+        raise TypeError(
+            f"data[{index}] raised {type(error).__name__} ({error}), but data has "
+            f"{len(data)} items: Documents reads a sequence by position, 0 to len - 1. A "
+            "pandas Series is read by label: pass series.to_list()."
+        ) from None
+
+
 def as_document(
     record: Any, index: int, field: str, path: str | None = None, place: str = ""
 ) -> np.ndarray:
@@ -51,19 +94,7 @@ def as_document(
         array([5, 6, 7])
     """
     name = where(index, path, place)
-    tokens = record
-    if isinstance(record, Mapping):
-        if field not in record:
-            keys = [str(key) for key in record]
-            raise DocumentFieldError(
-                f"{name} has no field {field!r}; its fields are {keys}. Pass field= the one "
-                "that holds the tokens.",
-                field=field,
-                columns=keys,
-                index=index,
-                path=path,
-            )
-        tokens = record[field]
+    tokens = field_of(record, index, field, path, place, "the tokens")
     if isinstance(tokens, (str, bytes)):
         array = None
     else:
