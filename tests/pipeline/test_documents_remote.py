@@ -32,7 +32,7 @@ from _support.range_server import RangeServer
 import datarax
 from datarax.errors import DocumentFileNotFoundError, RemoteReadError, SourceFileChangedError
 from datarax.pipeline import Documents, write_documents
-from datarax.pipeline.documents import _index
+from datarax.pipeline.documents import _index, _storage
 
 EOS = 65_000  # the end-of-text id of the flat token files (uint16)
 PER_SHARD = 64  # documents in each shard of the token store: 5 shards
@@ -280,6 +280,21 @@ def test_a_failing_server_is_tried_again_then_named(root: Path, tmp_path: Path) 
         assert server.failures_left == 10 - 3  # three tries, not one more
         url = f"{server.url}/store/shard-00000.bin"
         assert raised.value.url == url and url in str(raised.value)
+
+
+def test_a_silent_server_is_given_up_on_in_bounded_time(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_storage, "TIMEOUT_S", 0.5)
+    monkeypatch.setattr(_storage, "_filesystems", {})  # made again with the short bound
+    with RangeServer(root) as server:
+        docs = Documents(f"{server.url}/store", cache_dir=tmp_path / "cache")
+        server.delay_s = 3.0  # silent past the bound on every try
+        started = time.monotonic()
+        with pytest.raises(RemoteReadError, match="failed 3 times") as raised:
+            docs.read([6])
+        assert time.monotonic() - started < 2 * 3.0  # not one wait of 3 s a try
+        assert raised.value.url == f"{server.url}/store/shard-00000.bin"
 
 
 @pytest.mark.parametrize("methods", [("GET",), ("HEAD", "GET")], ids=["GET", "HEAD and GET"])

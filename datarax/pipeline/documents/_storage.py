@@ -8,10 +8,11 @@ packages look for them (their environment variables, fsspec's configuration).
 
 Documents are read by byte range, never by downloading a file: `read_ranges` fetches the
 ranges asked for, each once. A remote fetch that fails for a passing cause (a timeout, a
-dropped connection) is tried `ATTEMPTS` times in all, then raised as a `RemoteReadError`
-naming the URL; a server that answers a range request with more bytes than asked (it
-ignores ``Range``) is refused at once. Each process makes its own file system objects (and
-so its own connections): the objects that describe files hold only URLs.
+dropped connection; an HTTP server silent for `TIMEOUT_S`) is tried `ATTEMPTS` times in
+all, then raised as a `RemoteReadError` naming the URL; a server that answers a range
+request with more bytes than asked (it ignores ``Range``) is refused at once. Each
+process makes its own file system objects (and so its own connections): the objects that
+describe files hold only URLs.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from datarax._extras import require
 from datarax.errors import RemoteReadError
 
 ATTEMPTS = 3  # tries of one remote fetch, the first included
+TIMEOUT_S = 60.0  # an HTTP server's longest silence, connecting or answering, in a try
 _BACKOFF_S = 0.2  # the wait before the second try; doubled before each later one
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+)://")
 # The package that implements each common scheme, for the advice of a missing one.
@@ -103,7 +105,13 @@ def filesystem(url: str) -> Any:
                 f"{url} has the scheme {scheme}://, which fsspec does not know; use a path or "
                 "a URL of gs://, s3://, hf://, http(s)://, memory:// or another fsspec scheme."
             ) from None
-        _filesystems[key] = kind(skip_instance_cache=True)
+        options: dict[str, Any] = {}
+        if scheme in ("http", "https"):  # aiohttp's own bound is 5 minutes a request
+            import aiohttp
+
+            wait = aiohttp.ClientTimeout(sock_connect=TIMEOUT_S, sock_read=TIMEOUT_S)
+            options["client_kwargs"] = {"timeout": wait}
+        _filesystems[key] = kind(skip_instance_cache=True, **options)
     return _filesystems[key]
 
 
