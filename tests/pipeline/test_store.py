@@ -5,11 +5,13 @@ are kept in files, and bad input is refused by name with nothing written or chan
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import mmap
 import os
 import pickle
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -440,3 +442,23 @@ def test_flat_files_with_wrong_options_are_refused_naming_what_to_change(
     with pytest.raises(error, match=match):
         Documents(tmp_path / data, cache_dir=tmp_path / "cache", **options)
     assert _files(tmp_path) == before
+
+
+def test_processes_making_one_cache_entry_at_once_all_read_it(tmp_path: Path) -> None:
+    """Many makers of the same entry at once (processes sharing a cache, here threads):
+    each gets a folder that holds the entry, and none removes what another reads."""
+    from datarax.pipeline.documents._index import cached_folder
+
+    def make(folder: str) -> None:
+        time.sleep(0.002)
+        Path(folder, "data").write_text("made")
+
+    def use(round_: int) -> str:
+        folder = cached_folder(str(tmp_path), "entry", f"key {round_}", make)
+        time.sleep(0.001)
+        return Path(folder, "data").read_text()
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for round_ in range(30):
+            assert list(pool.map(use, [round_] * 8)) == ["made"] * 8
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("entry.")]) == 1

@@ -13,7 +13,8 @@ pickles only the path, field, stamp and cache folder, and reloads the index ther
 Indexes that are read by memory map (a flat token file's, the lengths of several indexed
 files in one array, a packing plan) are folders of files instead: `cached_folder` makes
 one once, in a temporary folder moved into place, beside a ``key`` file that says what it
-was made from; a folder whose key differs is made again.
+was made from; the folder's name holds a digest of its key, so another key (a changed
+file) makes another folder and a folder in place is never replaced.
 """
 
 from __future__ import annotations
@@ -156,15 +157,27 @@ def read_key(folder: str) -> str | None:
         return None
 
 
+def entry_folder(cache_dir: str, name: str, key: str) -> str:
+    """The folder of entry `name` made for `key`: a key of its own names a folder of its
+    own, so a folder in place is never replaced while another process reads it.
+
+    Example:
+        >>> os.path.basename(entry_folder("/cache", "plan", "v1")).startswith("plan.")
+        True
+    """
+    return os.path.join(cache_dir, f"{name}.{hashlib.sha256(key.encode()).hexdigest()[:16]}")
+
+
 def cached_folder(cache_dir: str, name: str, key: str, make: Callable[[str], None]) -> str:
-    """The folder `name` of `cache_dir` once it holds what `make(folder)` writes for `key`:
-    kept from an earlier call with the same key, else made now. Where `cache_dir` cannot
-    be written, it is made in a temporary folder removed when this process exits.
+    """The folder of entry `name` of `cache_dir` once it holds what `make(folder)` writes
+    for `key`: kept from an earlier call with the same key, else made now (the entry's
+    folders of other keys, stale, are then removed). Where `cache_dir` cannot be written,
+    it is made in a temporary folder removed when this process exits.
 
     Raises:
         whatever `make` raises (nothing is left behind then).
     """
-    folder = os.path.join(cache_dir, name)
+    folder = entry_folder(cache_dir, name, key)
     if read_key(folder) == key:
         return folder
     try:
@@ -180,27 +193,19 @@ def cached_folder(cache_dir: str, name: str, key: str, make: Callable[[str], Non
     except BaseException:
         shutil.rmtree(making, ignore_errors=True)
         raise
-    return _moved_into_place(making, folder, key) if in_cache else making
-
-
-def _moved_into_place(made: str, folder: str, key: str) -> str:
-    """`made` renamed to `folder` (a stale `folder` moved out of the way first), or the
-    `folder` another process made from the same key a moment ago (never moved: a process
-    may be reading it)."""
-    if read_key(folder) == key:
-        shutil.rmtree(made, ignore_errors=True)
-        return folder
-    if os.path.exists(folder):
-        stale = tempfile.mkdtemp(dir=os.path.dirname(folder), suffix=".old")
-        with contextlib.suppress(OSError):
-            os.replace(folder, os.path.join(stale, "entry"))
-        shutil.rmtree(stale, ignore_errors=True)
+    if not in_cache:
+        return making
     try:
-        os.rename(made, folder)
+        os.rename(making, folder)  # fails where another process placed it a moment ago
     except OSError:
-        if read_key(folder) != key:
-            return made  # another key arrived meanwhile: this process keeps its own
-        shutil.rmtree(made, ignore_errors=True)
+        if read_key(folder) != key:  # a damaged folder in the way: this process keeps its own
+            atexit.register(shutil.rmtree, making, True)
+            return making
+        shutil.rmtree(making, ignore_errors=True)
+        return folder
+    for entry in os.listdir(cache_dir):  # stale: made for keys of files since changed
+        if entry.startswith(f"{name}.") and entry != os.path.basename(folder):
+            shutil.rmtree(os.path.join(cache_dir, entry), ignore_errors=True)
     return folder
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from datarax.pipeline.documents._index import cached_folder, entry_name, read_key
+from datarax.pipeline.documents._index import cached_folder, entry_folder, entry_name, read_key
 from datarax.pipeline.documents._plan import ConcatPlan, PackingPlan, PlanParts
 
 _VERSION = "1"  # part of every plan's key: a new planning rule makes old plans stale
@@ -91,7 +91,8 @@ def saved_plan(
     key = f"v{_VERSION}\0{method}\0{length}\0{seed}\0{parts.block}\0{identity}"
     name = entry_name("plan", identity, method, length, seed, parts.block)
     found = next(
-        (os.path.join(r, name) for r in roots if read_key(os.path.join(r, name)) == key), None
+        (entry_folder(r, name, key) for r in roots if read_key(entry_folder(r, name, key)) == key),
+        None,
     )
     if found is None:
         root = next((r for r in roots if _writable(r)), roots[-1])
