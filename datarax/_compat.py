@@ -17,7 +17,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 def coordinator_client() -> Any:
     """The coordinator's key-value client, through which hosts exchange with a time limit.
 
-    JAX has no public handle on it (as of 0.12); `datarax.sharding._exchange` is its
+    JAX has no public handle on it (as of 0.12); `datarax._exchange` is its
     only user. Raises rather than fall back to an exchange that could wait forever.
 
     Raises:

@@ -11,8 +11,10 @@ answers to the notebooks' public cases that are formulas of the lessons' own are
 A quiz's answer is printed by `reveal` only once the reader has written theirs.
 `datarax_course.figures` holds the lesson figures and the playground.
 
-The course uses only the library's public names (`datarax.sharding`,
-`datarax.pipeline`, `datarax.distributed`, `datarax.viz`), and the library never
+The course uses the library's public names (`datarax.sharding`, `datarax.pipeline`,
+`datarax.distributed`, `datarax.viz`) and, for the checks whose wording it shares with
+the library, the private modules `tests/test_layout.py` names (imported in
+`datarax_course._checks` and `datarax_course.figures._frame`); the library never
 imports the course. For a class, the grader is a tool of its own beside it
 (``pip install ./grader``, then ``datarax-grade SUBMISSIONS --out grades.csv``; see
 docs/teaching.md).

@@ -224,7 +224,7 @@ def test_without_a_coordinator_client_the_exchange_names_the_jax_version(
 ) -> None:
     from jax._src import distributed
 
-    from datarax.sharding._exchange import exchange
+    from datarax._exchange import exchange
 
     monkeypatch.setattr(jax, "process_count", lambda: 2)
     monkeypatch.setattr(distributed.global_state, "client", None)

@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 import jax
 
+from datarax._exchange import at_odds, exchange
 from datarax.errors import HostMismatchError
 from datarax.pipeline._options import HostOptions
-from datarax.sharding._exchange import at_odds, exchange
 
 
 def agree(text: str, what: str | None) -> list[str]:

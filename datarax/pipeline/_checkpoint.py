@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import jax
 
+from datarax._exchange import exchange
 from datarax._extras import require
 from datarax._validate import check_int
 from datarax.errors import CheckpointSaveError
@@ -47,7 +48,6 @@ from datarax.pipeline._checkpoint_checks import check_model, checkpoint_director
 from datarax.pipeline._checkpoint_steps import agreed_step, read_step
 from datarax.pipeline._interrupt import finish_before_ctrl_c
 from datarax.pipeline._state import check_pipeline_state
-from datarax.sharding._exchange import exchange
 
 try:
     import fcntl
@@ -236,8 +236,8 @@ class Checkpoints:
                 f"{cause}. {left.capitalize()}; the steps "
                 f"saved before are kept: {sorted(self._manager.all_steps())}. Free space "
                 "or fix the directory, then save again.",
-                step,
-                folder,
+                step=step,
+                folder=folder,
             ) from error
 
     def _remove_tmp_folders(self, step: int | None = None) -> list[str]:

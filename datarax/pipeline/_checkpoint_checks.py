@@ -21,8 +21,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from datarax._trees import flatten_with_names, flatten_with_path, leaf_name
 from datarax.errors import CheckpointTemplateError, LeafTypeError, LeafValueError
-from datarax.sharding._checks import flatten_with_names, flatten_with_path, leaf_name
 
 # Orbax globs inside the directory's path, so these would make it miss (or match) files;
 # TensorStore reads a backslash as a folder separator where "/" is the separator.

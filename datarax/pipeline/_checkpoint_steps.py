@@ -15,10 +15,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from datarax._exchange import exchange
 from datarax.errors import CheckpointDamagedError
 from datarax.pipeline._checkpoint_checks import check_template
 from datarax.pipeline._state import check_pipeline_state
-from datarax.sharding._exchange import exchange
 
 _ITEMS = {"model": "the model's arrays", "pipeline": "the pipeline's state"}
 

@@ -9,32 +9,28 @@ the next ``next()`` makes it again. Once finished, the iterator stays finished.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 from datarax.errors import SupersededIteratorError
 
 Batch = Any
 
 
-class Positioned(Protocol):
-    """What an `Epoch` needs of its pipeline."""
+class Feed(NamedTuple):
+    """All an `Epoch` may do with its pipeline, which makes one and hands it to each."""
 
-    @property
-    def _generation(self) -> int: ...
-
-    def _begin_epoch(self) -> None: ...
-
-    def _next_batch(self) -> Batch: ...  # raises StopIteration at the epoch's end
-
-    def _crossing_hosts(self) -> None: ...
+    generation: Callable[[], int]  # the pipeline's newest; an older Epoch is superseded
+    begin_epoch: Callable[[], None]
+    next_batch: Callable[[], Batch]  # raises StopIteration at the epoch's end
+    crossing_hosts: Callable[[], None]
 
 
 class Epoch(Iterator[Batch]):
     """An iterator over the rest of one epoch of a pipeline."""
 
-    def __init__(self, pipeline: Positioned):
-        self._pipeline, self._generation = pipeline, pipeline._generation
+    def __init__(self, feed: Feed):
+        self._feed, self._generation = feed, feed.generation()
         self._started = False
         self._finished = False
 
@@ -44,12 +40,12 @@ class Epoch(Iterator[Batch]):
     def _crossing_hosts(self) -> None:
         """A batch this iterator gave is about to become global arrays (a prefetcher
         places it): the pipeline agrees on its epochs from now on."""
-        self._pipeline._crossing_hosts()
+        self._feed.crossing_hosts()
 
     def __next__(self) -> Batch:
         if self._finished:
             raise StopIteration
-        if self._generation != self._pipeline._generation:
+        if self._generation != self._feed.generation():
             raise SupersededIteratorError(
                 "This iterator over the pipeline was superseded by a newer "
                 "iter(pipeline) or set_state (zip(p, p), a loop over p inside a loop over "
@@ -57,10 +53,10 @@ class Epoch(Iterator[Batch]):
                 "newest iterator can go on; build a second Pipeline for an independent pass."
             )
         if not self._started:
-            self._pipeline._begin_epoch()
+            self._feed.begin_epoch()
             self._started = True
         try:
-            return self._pipeline._next_batch()
+            return self._feed.next_batch()
         except StopIteration:
             self._finished = True
             raise

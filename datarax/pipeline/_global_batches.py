@@ -15,14 +15,13 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
+from datarax._trees import leaf_name
 from datarax.pipeline._permutation import Permutation
 from datarax.pipeline._sources import Rows
-from datarax.sharding._checks import leaf_name
-from datarax.sharding._global_arrays import CheckedSignatures, make_global
+from datarax.sharding._global_arrays import SINGLE_PROCESS, CheckedSignatures, make_global
 from datarax.sharding._ledger import RowLedger
 from datarax.sharding._placement import blocks_to_index, local_index
 from datarax.sharding._sharding_checks import named_leaf_sharding
-from datarax.sharding.array_sharder import ArraySharder
 
 Index = tuple[slice | np.ndarray, ...]
 
@@ -91,7 +90,7 @@ class GlobalBatches:
     def place(self, batch: Any, rows: int) -> Any:
         """This host's rows of a `rows`-row global batch, as global arrays."""
         if jax.process_count() == 1:
-            return ArraySharder().shard(batch, self.sharding)
+            return SINGLE_PROCESS.shard(batch, self.sharding)
         if not self._splits_trailing:
             return make_global(batch, self.sharding, self._checked)
 

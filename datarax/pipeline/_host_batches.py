@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
+from datarax._exchange import FEEDING
 from datarax.errors import NotPicklableError
 from datarax.pipeline._options import Workers
 from datarax.pipeline._order import EpochOrder
@@ -32,7 +33,6 @@ from datarax.pipeline._sources import ArraySource, RandomAccessSource, read_rows
 from datarax.pipeline._stages import Stages
 from datarax.pipeline._timing import BatchTimes
 from datarax.pipeline.workers import HostWorkers, pickled_for_workers, usable_cores
-from datarax.sharding._exchange import FEEDING
 
 Batch = Any
 Source = ArraySource | RandomAccessSource

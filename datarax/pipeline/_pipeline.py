@@ -16,7 +16,7 @@ from jax.sharding import Sharding
 
 from datarax._validate import check_int
 from datarax.pipeline._agreement import EpochEnds
-from datarax.pipeline._epoch import Epoch
+from datarax.pipeline._epoch import Epoch, Feed
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._host_batches import host_batches
 from datarax.pipeline._options import BatchOptions, HostOptions, UnevenHosts, Workers
@@ -124,9 +124,15 @@ class Pipeline:
         self._order = EpochOrder(self._length, self._batching.batch_size, seed, pick)
         self._ends = EpochEnds(self._hosts, is_global=self._global is not None)
         self._host = host_batches(
-            self, self._source, self._stages, self._order, self._workers, self._crossing_hosts
+            self, self._source, self._stages, self._order, self._workers, self._ends.crossing_hosts
         )
         self._position, self._timings = Position(), Timings()
+        self._feed = Feed(
+            lambda: self._position.generation,
+            self._begin_epoch,
+            self._next_batch,
+            self._ends.crossing_hosts,
+        )
 
     batch_size = property(lambda self: self._batching.batch_size, doc="Rows per batch.")
     shuffle = property(lambda self: self._batching.shuffle)
@@ -189,10 +195,6 @@ class Pipeline:
         fingerprint = fingerprint if isinstance(fingerprint, str) else None
         return self._position.state(self._count, self.batch_size, self._length, seed, fingerprint)
 
-    @property
-    def _generation(self) -> int:  # what an Epoch compares with its own
-        return self._position.generation
-
     def get_state(self) -> dict[str, Any]:
         """Where iteration stands, as a small JSON-serialisable dict (see `PipelineState`)."""
         return self._state().to_dict()
@@ -220,14 +222,11 @@ class Pipeline:
                 "workers in every worker, without end"
             )
         self._position.begin_iteration(self._state())
-        return Epoch(self)
+        return Epoch(self._feed)
 
     def _begin_epoch(self) -> None:
         state, at = self.get_state(), self._position
         self._ends.begin(at.epoch, at.next, self._count, lambda: json.dumps(state, sort_keys=True))
-
-    def _crossing_hosts(self) -> None:
-        self._ends.crossing_hosts()
 
     def _next_batch(self) -> Batch:
         """The next batch of the epoch; the position moves on once every stage returned."""

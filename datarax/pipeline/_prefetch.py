@@ -23,10 +23,10 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
+from datarax._exchange import FEEDING
 from datarax._validate import check_int
 from datarax.pipeline._stages import stop_iteration_error
 from datarax.sharding._base import SharderModule
-from datarax.sharding._exchange import FEEDING
 from datarax.sharding._sharding_checks import check_sharding
 from datarax.sharding.array_sharder import ArraySharder
 

@@ -16,15 +16,15 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from datarax.errors import LeafValueError, SourceChangedError
-from datarax.pipeline._stages import stop_iteration_error
-from datarax.sharding._checks import (
+from datarax._trees import (
     check_keys_sortable,
     check_known_container,
     check_not_deleted,
     check_rows_agree,
     flatten_with_names,
 )
+from datarax.errors import LeafValueError, SourceChangedError
+from datarax.pipeline._stages import stop_iteration_error
 
 Rows = slice | np.ndarray
 _STACKABLE = (np.ndarray, np.generic, int, float, bool, complex)

@@ -10,9 +10,9 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from datarax._deprecated import UNSET, ConfigProperty, SharderModuleConfig, from_config
+from datarax._trees import flatten_with_names
 from datarax._validate import AxisRules, MeshAxes
 from datarax.errors import LeafShapeError
-from datarax.sharding._checks import flatten_with_names
 from datarax.sharding._sharding_checks import check_spec_against_mesh
 from datarax.sharding._transforms import per_device_transform
 

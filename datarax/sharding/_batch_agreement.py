@@ -21,8 +21,8 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
+from datarax._exchange import at_odds
 from datarax.errors import HostMismatchError
-from datarax.sharding._exchange import at_odds
 from datarax.sharding._sharding_checks import describe_axes, spec_axis_names
 
 _FIX = (

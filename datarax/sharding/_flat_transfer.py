@@ -31,8 +31,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 from datarax._caches import cached
+from datarax._trees import flatten_with_names
 from datarax.errors import LeafShapeError
-from datarax.sharding._checks import flatten_with_names
 
 FLAT_PLATFORMS = ("tpu",)
 PIECES_FROM_BYTES = 8 * 2**20  # a leaf this large crosses to one chip in pieces

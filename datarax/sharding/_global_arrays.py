@@ -40,10 +40,10 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
+from datarax._exchange import crossing_hosts, exchange
+from datarax._trees import check_leaf_kind, flatten_with_names
 from datarax.errors import LeafShapeError, LeafTypeError
 from datarax.sharding._batch_agreement import check_agreement, digest, pickled
-from datarax.sharding._checks import check_leaf_kind, flatten_with_names
-from datarax.sharding._exchange import crossing_hosts, exchange
 from datarax.sharding._placement import (
     Spans,
     describe_sharding,
@@ -54,8 +54,10 @@ from datarax.sharding._placement import (
 )
 from datarax.sharding._sharding_checks import check_sharding, leaf_sharding, named_leaf_sharding
 from datarax.sharding._signature import PlanCache
+from datarax.sharding.array_sharder import ArraySharder
 
 Region = tuple[slice, ...]  # where a block lies in this host's data
+SINGLE_PROCESS = ArraySharder()  # places every global batch of a single process
 
 
 @dataclasses.dataclass(frozen=True)

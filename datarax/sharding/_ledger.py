@@ -89,8 +89,9 @@ def _row_sharding(sharding: Sharding) -> Sharding:
     return sharding
 
 
-def _span(rows: list[tuple[int, int]]) -> str:
-    """``[(0, 8), (16, 24)]`` -> ``"0-7, 16-23"`` (stops are exclusive)."""
+def rows_text(rows: list[tuple[int, int]]) -> str:
+    """``[(0, 8), (16, 24)]`` -> ``"0-7, 16-23"`` (stops are exclusive; ``[(5, 6)]`` ->
+    ``"5"``), in the tables here and on the bars of `datarax.viz.plot_ledger`."""
     return ", ".join(f"{a}-{b - 1}" if b - a > 1 else f"{a}" for a, b in rows) or "-"
 
 
@@ -228,7 +229,7 @@ class RowLedger:
             blocks = self.blocks_of_host(host)
             devices = ",".join(str(d.id) for d in self.devices_of_host(host))
             also = ",".join(map(str, self.hosts_sharing_with(host))) or "-"
-            lines.append((str(host), devices, _span(blocks), str(self.row_count(host)), also))
+            lines.append((str(host), devices, rows_text(blocks), str(self.row_count(host)), also))
         widths = [max(len(line[i]) for line in lines) for i in range(5)]
         return "\n".join(
             "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
@@ -239,7 +240,7 @@ class RowLedger:
         """One line per device: its host and its rows."""
         lines = ["device  host  rows"]
         for device, block, host in zip(self.devices, self._rows, self._hosts, strict=True):
-            lines.append(f"{device.id:<6}  {host:<4}  {_span([block])}")
+            lines.append(f"{device.id:<6}  {host:<4}  {rows_text([block])}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

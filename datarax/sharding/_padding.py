@@ -7,8 +7,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from datarax._trees import check_leaf_kind, check_rows_agree, flatten_with_names
 from datarax._validate import check_int
-from datarax.sharding._checks import check_leaf_kind, check_rows_agree, flatten_with_names
 
 MAX_MULTIPLE = 2**20  # more devices than any mesh has; padding is bounded by it
 

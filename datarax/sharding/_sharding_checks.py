@@ -3,7 +3,7 @@
 `check_sharding` is the door: every public function that takes a sharding passes it
 through once, where it enters, and everything inside trusts what it passed. The leaf
 checks that do not involve a sharding (names, kinds, dtypes, row counts) are in
-`datarax.sharding._checks`.
+`datarax._trees`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
-from datarax.errors import LeafShapeError, MeshError
-from datarax.sharding._checks import (
+from datarax._trees import (
     check_leaf_kind,
     check_rows_agree,
     flatten_with_names,
 )
+from datarax.errors import LeafShapeError, MeshError
 
 
 def check_sharding_type(sharding: object) -> Sharding:

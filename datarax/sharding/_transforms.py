@@ -6,6 +6,11 @@ call (as with ``nnx.jit``), so new parameters give new results; any other callab
 traced again on every call, so whatever it reads (a module through a list, a dict, a
 global, a closure or a partial, or any other value) is read afresh. Nothing is decided
 by looking inside `fn`.
+
+Not ``nnx.jit(nnx.shard_map(...))``, which flax 0.11.2 (the floor) can do: it costs
+40-70% more per call (flax 0.11.2 and 0.12.8, measured on 8 CPU devices), writes the
+module's changed state back (here such changes are dropped) and refuses a state
+changed differently on each device (a BatchNorm in training, say), which runs here.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from jax.sharding import Sharding
 
 from datarax._compat import on_auto_mesh
 from datarax._deprecated import ArraySharderAliases
+from datarax._trees import check_keys_sortable
 from datarax.sharding._base import SharderModule
-from datarax.sharding._checks import check_keys_sortable
 from datarax.sharding._flat_transfer import SendFlat, place, sending_plan
 from datarax.sharding._sharding_checks import leaf_shardings
 from datarax.sharding._signature import PlanCache

@@ -25,9 +25,7 @@ from flax import nnx
 from jax.sharding import Sharding
 
 from datarax._deprecated import UNSET, JaxProcessSharderConfig, Unset, from_config
-from datarax._validate import AxisRules, check_bool, check_int, check_process
-from datarax.sharding._base import SharderModule
-from datarax.sharding._checks import (
+from datarax._trees import (
     check_keys_sortable,
     check_known_container,
     check_not_deleted,
@@ -35,13 +33,13 @@ from datarax.sharding._checks import (
     flatten_with_path,
     leaf_name,
 )
-from datarax.sharding._global_arrays import CheckedSignatures, make_global
+from datarax._validate import AxisRules, check_bool, check_int, check_process
+from datarax.sharding._base import SharderModule
+from datarax.sharding._global_arrays import SINGLE_PROCESS, CheckedSignatures, make_global
 from datarax.sharding._placement import host_index
 from datarax.sharding._sharding_checks import check_sharding, leaf_sharding
-from datarax.sharding.array_sharder import ArraySharder
 
 Data = TypeVar("Data")
-_SINGLE_HOST = ArraySharder()
 
 
 def shard_bounds(
@@ -314,7 +312,7 @@ class JaxProcessSharder(SharderModule):
         """
         self._refuse_pretend("shard()")
         if jax.process_count() == 1:
-            return _SINGLE_HOST.shard(batch, sharding)
+            return SINGLE_PROCESS.shard(batch, sharding)
         try:
             return make_global(batch, sharding, self._checked, self.check_every_batch)
         except (TypeError, ValueError):

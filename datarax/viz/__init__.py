@@ -41,7 +41,9 @@ from ._tables import summary_table as summary_table
 from ._time_report import TimeReportPlot as TimeReportPlot
 from ._time_report import plot_time_report as plot_time_report
 
-# Names of earlier releases that the course package now holds (datarax_course.figures).
+# Names of 0.2.0 that the course package now holds (datarax_course.figures): read here,
+# one loads the course by its name and warns. With datarax.exercises, the only way the
+# library reaches the course (tests/test_layout.py names both).
 MOVED_TO_COURSE = (
     "DevicesPlot",
     "EpochEndPlot",

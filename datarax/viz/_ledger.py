@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from datarax._validate import check_int
+from datarax.sharding._ledger import rows_text
 from datarax.sharding._placement import describe_sharding
 
 from . import _blocks, _sizes
@@ -27,7 +28,6 @@ from ._ledger_frame import (
     draw_bar,
     fit_font,
     host_color,
-    rows_text,
 )
 from ._palette import COPIES_HATCH, HOST_PALETTE, SEVERAL_HOSTS
 
@@ -138,7 +138,7 @@ def plot_ledger(
     shared = ledger.shared_blocks()
     # One font size for every bar's label that fits at a readable size.
     fits = [
-        fit_font(ax, span, rows_text(span), 0.76, scale) for *_, spans in lanes for span in spans
+        fit_font(ax, span, rows_text([span]), 0.76, scale) for *_, spans in lanes for span in spans
     ]
     font = min([size for size in fits if size >= MIN_FONT], default=MAX_FONT)
     bars: dict[int, tuple[Rectangle, ...]] = {}
@@ -146,7 +146,7 @@ def plot_ledger(
         host = key if per == "host" else ledger.host_of_device(key)
         fill, lane = host_color(host), (number + 0.12, 0.76)
         bars[key] = tuple(
-            draw_bar(ax, lane, span, (fill, rows_text(span)), span in shared, scale, font, host)
+            draw_bar(ax, lane, span, (fill, rows_text([span])), span in shared, scale, font, host)
             for span in spans
         )
     strip = (-frame.gap_lanes - frame.strip_lanes * 0.9, frame.strip_lanes * 0.8)

@@ -107,11 +107,6 @@ class Frame:
         return figure, ax
 
 
-def rows_text(span: Span) -> str:
-    """``0-7`` for rows 0 to 7, ``5`` for row 5 alone."""
-    return f"{span[0]}-{span[1] - 1}" if span[1] - span[0] > 1 else f"{span[0]}"
-
-
 def fit_font(ax: Axes, span: Span, text: str, tall: float, scale: tuple[float, float]) -> float:
     """The largest font size (points) at which `text` fits a bar over `span`, `tall` high.
 

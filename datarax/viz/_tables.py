@@ -12,8 +12,8 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 from rich.table import Table
 
+from datarax._trees import flatten_with_path
 from datarax._validate import check_str
-from datarax.sharding._checks import flatten_with_path
 from datarax.sharding._sharding_checks import check_sharding_type
 
 from ._blocks import compact

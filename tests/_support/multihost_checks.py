@@ -19,9 +19,9 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax._exchange import exchange
 from datarax.pipeline import Pipeline, prefetch_to_device
 from datarax.sharding import ArraySharder, JaxProcessSharder, RowLedger
-from datarax.sharding._exchange import exchange
 
 GLOBAL_ROWS = 16
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _support.curriculum import CONCEPTS
 
 from datarax_course import _core
 
@@ -19,30 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "concept_map.md"
 TUTORIALS = ROOT / "tutorials"
 
-# The curriculum, by number: 1-21.
-CONCEPTS = {
-    1: "devices vs processes, addressable vs global",
-    2: "meshes and axis types (Auto, Explicit)",
-    3: "PartitionSpec, NamedSharding, replication",
-    4: "2D meshes",
-    5: "batch arithmetic (global, per host, per device)",
-    6: "divisibility, pad and mask",
-    7: "per-host slicing (bounds, drop_remainder)",
-    8: "the ways to build a global array",
-    9: "cross-host checks (shapes, replicas)",
-    10: "prefetch and overlap",
-    11: "cross-host shuffling",
-    12: "uneven epoch ends across hosts",
-    13: "resumable, elastic iterators and checkpoints",
-    14: "testing many processes on one machine",
-    15: "meshes whose axes span hosts",
-    16: "where the batch meets the step",
-    17: "collectives and their costs",
-    18: "overlap seen in a profiler trace",
-    19: "slices and DCN",
-    20: "a memory budget and choosing DP / FSDP / TP",
-    21: "language-model data",
-}
 FIELDS = ("sections", "figures", "quiz", "exercise")
 LABELS = {
     "Sections": "sections",

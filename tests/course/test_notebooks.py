@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jupytext
 import pytest
+from _support.curriculum import CONCEPTS, LESSONS
 
 TUTORIALS = Path(__file__).parents[2] / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("[0-9][0-9]_*.ipynb"))
@@ -36,49 +37,6 @@ print(setup_devices(8{keep}).message)"""
 # others leave it unstarted (starting a TPU costs seconds).
 KEEP_THE_CHIP = {"06_data_parallel_training", "07_performance"}
 REPOSITORY_FILES = "https://raw.githubusercontent.com/datarax-sharding/datarax-sharding/main/"
-CURRICULUM = [
-    "01_devices_and_meshes",
-    "02_sharding_a_batch",
-    "03_uneven_batches",
-    "04_many_hosts",
-    "05_pipelines",
-    "06_data_parallel_training",
-    "07_performance",
-    "08_meshes_across_hosts",
-    "09_preemption_and_resume",
-    "10_from_batch_to_step",
-    "11_language_model_data",
-    "12_collectives",
-    "13_overlap_in_a_profile",
-    "14_memory_budget",
-]
-# DESIGN.md §6: every concept has a quiz and an exercise somewhere in the notebooks; a
-# quiz or exercise says which it drills with a comment such as <!-- concepts: 5, 7 -->.
-CONCEPTS = {
-    1: "devices vs processes, addressable vs global",
-    2: "meshes and axis types (Auto, Explicit)",
-    3: "PartitionSpec, NamedSharding, replication",
-    4: "2D meshes",
-    5: "batch arithmetic (global, per host, per device)",
-    6: "divisibility, pad and mask",
-    7: "per-host slicing (bounds, drop_remainder)",
-    8: "the ways to build a global array",
-    9: "cross-host checks (shapes, replicas)",
-    10: "prefetch and overlap",
-    11: "cross-host shuffling",
-    12: "uneven epoch ends across hosts",
-    13: "resumable, elastic iterators and checkpoints",
-    14: "testing many processes on one machine",
-    15: "meshes whose axes span hosts",
-    16: "where the batch meets the step: shardings, the all-reduce and its cost, FSDP, "
-    "restoring on another mesh",
-    17: "collectives and their costs, shard_map as a mode beside Auto and Explicit",
-    18: "overlap seen in a profiler trace",
-    19: "slices and DCN (a slice axis, the per-pod batch)",
-    20: "a memory budget and choosing DP / FSDP / TP",
-    21: "language-model data: documents, packing, segment ids and the attention mask they "
-    "imply, mixtures, resume on another host count",
-}
 # One notation everywhere (defined on docs/concepts.md); these phrasings contradict it
 # or state something wrong.
 BANNED = [
@@ -123,7 +81,7 @@ def _markdown(path: Path) -> str:
 def test_there_are_notebooks_and_the_readme_lists_them() -> None:
     assert NOTEBOOKS, f"no notebooks found in {TUTORIALS}"
     readme = (TUTORIALS / "README.md").read_text()
-    for name in CURRICULUM:
+    for name in LESSONS:
         assert f"({name}.ipynb)" in readme, f"tutorials/README.md does not link {name}.ipynb"
     for notebook in NOTEBOOKS:
         assert notebook.name in readme, f"tutorials/README.md does not link {notebook.name}"
@@ -236,8 +194,8 @@ def test_has_takeaways_quiz_exercise_and_next_steps(notebook: Path) -> None:
     next_steps = re.split(r"^#+ .*What's next", text, flags=re.MULTILINE)
     assert len(next_steps) == 2, f"{notebook.name}: no single 'What's next' heading"
     links = re.findall(r"\]\(([^)]+)\)", next_steps[1])
-    if notebook.stem in CURRICULUM[:-1]:
-        following = CURRICULUM[CURRICULUM.index(notebook.stem) + 1] + ".ipynb"
+    if notebook.stem in LESSONS[:-1]:
+        following = LESSONS[LESSONS.index(notebook.stem) + 1] + ".ipynb"
         assert following in links, f"{notebook.name}: 'What's next' does not link {following}"
     assert any("datarax/" in link for link in links), f"{notebook.name}: no link to the API"
 

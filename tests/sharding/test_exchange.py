@@ -8,8 +8,8 @@ from typing import Any
 import jax
 import pytest
 
+from datarax import _exchange
 from datarax.errors import ExchangeTimeoutError
-from datarax.sharding import _exchange
 
 
 class _Coordinator:

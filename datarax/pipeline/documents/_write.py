@@ -14,6 +14,7 @@ from typing import Any, cast
 import jax
 import numpy as np
 
+from datarax._exchange import exchange
 from datarax._validate import check_int
 from datarax.errors import HostMismatchError, StoreWriteError
 from datarax.pipeline.documents import _storage as storage
@@ -23,7 +24,6 @@ from datarax.pipeline.documents._files import FileDocuments
 from datarax.pipeline.documents._megatron import PairWriter, token_dtype, widen
 from datarax.pipeline.documents._store import MANIFEST, is_store, shard_name, write_manifest
 from datarax.pipeline.workers import leave_if_importing_main, usable_cores
-from datarax.sharding._exchange import exchange
 
 _CHUNK_TOKENS = 1 << 23  # tokens read and written at a time, at most (one document more)
 _CHUNK_DOCUMENTS = 1 << 12  # documents read at a time, at most
