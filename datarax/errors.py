@@ -4,7 +4,6 @@ Every class here also subclasses the built-in exception that the same check rais
 (`ValueError`, `TypeError`, `RuntimeError`, `OSError`), so ``except ValueError`` keeps
 working, and all of them subclass `DataraxError`. Catch them by type and read their
 fields (the leaf, the stage, the process); the message is for people and may change.
-
 Each error survives pickling with its fields and notes, so one raised in a pipeline
 worker or a cluster process reaches the caller whole.
 
@@ -18,10 +17,12 @@ Example:
     batch['label'] (10,) ('data',) 8
 """
 
-from __future__ import annotations
+import inspect
+import typing
+from typing import Any, ClassVar
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+_REQUIRED: Any = object()  # the default of a field that has none
+_EMPTY: Any = ()  # the default of a list or dict field: each error gets a new, empty one
 
 
 def _rebuilt(kind: type[BaseException], args: tuple[Any, ...], fields: dict[str, Any]) -> Any:
@@ -32,14 +33,46 @@ def _rebuilt(kind: type[BaseException], args: tuple[Any, ...], fields: dict[str,
 
 
 class DataraxError(Exception):
-    """The base of every error datarax raises on purpose."""
+    """The base of every error datarax raises on purpose.
+
+    A subclass declares its fields as annotations (with a default where one may be left
+    out) and lists them in its docstring's Attributes. Each is given by keyword after the
+    message, e.g. ``LeafTypeError(message, leaf="batch['x']")``, and kept as an attribute;
+    a field annotated as a tuple, list or dict holds a new one made of the value given.
+    """
+
+    _fields: ClassVar[dict[str, tuple[Any, Any]]] = {}  # name: (default, copy or None)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._fields = {}
+        for klass in reversed(cls.__mro__):  # a base's fields first
+            for name, note in inspect.get_annotations(klass, eval_str=True).items():
+                if not name.startswith("_"):
+                    origin = typing.get_origin(note)
+                    copy = origin if origin in (tuple, list, dict) else None
+                    cls._fields[name] = (klass.__dict__.get(name, _REQUIRED), copy)
+
+    def __init__(self, message: str, /, **fields: Any) -> None:
+        known = type(self)._fields
+        wrong = {
+            "missing": [n for n, (d, _) in known.items() if d is _REQUIRED and n not in fields],
+            "unknown": [name for name in fields if name not in known],
+        }
+        if any(wrong.values()):
+            said = "; ".join(f"{k} field(s) {', '.join(v)}" for k, v in wrong.items() if v)
+            raise TypeError(
+                f"{type(self).__name__}: {said}. Its fields, given by keyword after the "
+                f"message, are: {', '.join(known) or 'none'}."
+            )
+        for name, (default, copy) in known.items():
+            value = fields.get(name, default)
+            setattr(self, name, value if copy is None else copy(value))
+        super().__init__(message)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The default pickles only args, and would call __init__ without the fields.
         return _rebuilt, (type(self), self.args, dict(self.__dict__))
-
-
-# Placement: leaves, shardings, hosts.
 
 
 class LeafTypeError(DataraxError, TypeError):
@@ -50,9 +83,7 @@ class LeafTypeError(DataraxError, TypeError):
         leaf: the leaf's name, e.g. ``batch['label']``.
     """
 
-    def __init__(self, message: str, *, leaf: str):
-        super().__init__(message)
-        self.leaf = leaf
+    leaf: str
 
 
 class LeafValueError(DataraxError, ValueError):
@@ -63,9 +94,7 @@ class LeafValueError(DataraxError, ValueError):
         leaf: the leaf's name, e.g. ``batch['label']``.
     """
 
-    def __init__(self, message: str, *, leaf: str):
-        super().__init__(message)
-        self.leaf = leaf
+    leaf: str
 
 
 class LeafShapeError(DataraxError, ValueError):
@@ -80,18 +109,11 @@ class LeafShapeError(DataraxError, ValueError):
         parts: how many equal parts those axes need (0 for a rank error).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        leaf: str,
-        shape: tuple[int, ...],
-        dim: int,
-        axes: tuple[str, ...] = (),
-        parts: int = 0,
-    ):
-        super().__init__(message)
-        self.leaf, self.shape, self.dim, self.axes, self.parts = leaf, shape, dim, axes, parts
+    leaf: str
+    shape: tuple[int, ...]
+    dim: int
+    axes: tuple[str, ...] = ()
+    parts: int = 0
 
 
 class RowCountError(DataraxError, ValueError):
@@ -101,21 +123,18 @@ class RowCountError(DataraxError, ValueError):
         rows: each leaf's name and row count.
     """
 
-    def __init__(self, message: str, *, rows: Mapping[str, int]):
-        super().__init__(message)
-        self.rows = dict(rows)
+    rows: dict[str, int]
 
 
 class MeshError(DataraxError, ValueError):
     """A sharding cannot be used: its spec names an axis the mesh lacks or one twice, its
-    mesh lists a device twice, or it uses devices no started backend lists."""
+    mesh lists a device twice, or it uses devices no started backend lists.
+    """
 
 
 class HostMismatchError(DataraxError, ValueError):
-    """The hosts passed what cannot make one global batch or one pipeline: different
-    structures, dtypes, row counts, replicated data, pipeline states or settings.
-
-    Raised with the same message on every host.
+    """The hosts passed what cannot make one global batch or one pipeline (other structures,
+    dtypes, row counts, replicated data, states or settings); raised alike on every host.
 
     Attributes:
         what: what they disagree on, e.g. ``"dtype"`` or ``"the pipeline's state"``.
@@ -124,18 +143,10 @@ class HostMismatchError(DataraxError, ValueError):
         leaf: the leaf concerned, when there is one.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        what: str,
-        values: Sequence[Any] = (),
-        processes: Sequence[int] = (),
-        leaf: str | None = None,
-    ):
-        super().__init__(message)
-        self.what, self.values, self.leaf = what, list(values), leaf
-        self.processes = tuple(processes)
+    what: str
+    values: list[Any] = _EMPTY
+    processes: tuple[int, ...] = ()
+    leaf: str | None = None
 
 
 class ExchangeTimeoutError(DataraxError, RuntimeError):
@@ -146,12 +157,8 @@ class ExchangeTimeoutError(DataraxError, RuntimeError):
         what: the call that exchanged, e.g. ``"shard()"``.
     """
 
-    def __init__(self, message: str, *, process: int, what: str):
-        super().__init__(message)
-        self.process, self.what = process, what
-
-
-# Feeding: pipelines, their stages and workers.
+    process: int
+    what: str
 
 
 class StageStopIterationError(DataraxError, RuntimeError):
@@ -161,9 +168,7 @@ class StageStopIterationError(DataraxError, RuntimeError):
         stage: where, e.g. ``stages[1]`` or ``the source's __getitem__``.
     """
 
-    def __init__(self, message: str, *, stage: str):
-        super().__init__(message)
-        self.stage = stage
+    stage: str
 
 
 class SupersededIteratorError(DataraxError, RuntimeError):
@@ -177,63 +182,61 @@ class PipelineStateError(DataraxError, ValueError):
         key: the entry of the state at fault, when one is.
     """
 
-    def __init__(self, message: str, *, key: str | None = None):
-        super().__init__(message)
-        self.key = key
+    key: str | None = None
 
 
 class SourceChangedError(DataraxError, ValueError):
-    """A pipeline's source has another length than when the pipeline was built.
+    """A pipeline's source has another length than when the pipeline was built, or a
+    document a `Packed` reads another length than its plan was made for.
 
     Attributes:
-        built: its length then.
-        now: its length now.
+        built: the length then.
+        now: the length now.
     """
 
-    def __init__(self, message: str, *, built: int, now: int):
-        super().__init__(message)
-        self.built, self.now = built, now
+    built: int
+    now: int
 
 
 class SourceFileChangedError(DataraxError, RuntimeError):
-    """A file that a pipeline's source maps changed after the pipeline was built.
+    """A file that a pipeline's source maps, or a `Documents` reads, changed since built.
 
     Attributes:
         path: the file.
     """
 
-    def __init__(self, message: str, *, path: str):
-        super().__init__(message)
-        self.path = path
+    path: str
 
 
 class NotPicklableError(DataraxError, TypeError):
-    """The source or a stage cannot reach worker processes (``workers=N``).
+    """The source or a stage cannot reach worker processes (``workers=N``), or the batch
+    or error a stage made in one cannot come back.
 
     Attributes:
-        part: which one, ``"source"`` or ``"stages[2]"``.
+        part: which, e.g. ``"source"``, ``"stages[2]"``, ``"the batch"``, ``"an error"``.
     """
 
-    def __init__(self, message: str, *, part: str):
-        super().__init__(message)
-        self.part = part
+    part: str
 
 
 class WorkerError(DataraxError, RuntimeError):
-    """A pipeline's worker process died, or refused to run.
+    """A pipeline's worker process died or refused to run, or a stage in one called
+    ``sys.exit`` or raised an error that cannot be rebuilt in this process.
 
     Attributes:
         exit_codes: the workers' exit codes, where known.
     """
 
-    def __init__(self, message: str, *, exit_codes: Sequence[int | None] = ()):
-        super().__init__(message)
-        self.exit_codes = list(exit_codes)
+    exit_codes: list[int | None] = _EMPTY
 
 
 class NoMainGuardError(WorkerError):
     """Worker processes ended as they started: the script that iterates a pipeline with
-    workers has no ``if __name__ == "__main__":``."""
+    workers has no ``if __name__ == "__main__":``.
+
+    Attributes:
+        exit_codes: the workers' exit codes.
+    """
 
 
 class WorkerDeviceError(DataraxError, RuntimeError):
@@ -244,9 +247,8 @@ class WorkerDeviceError(DataraxError, RuntimeError):
         platform: the platform JAX started on.
     """
 
-    def __init__(self, message: str, *, stage: str, platform: str):
-        super().__init__(message)
-        self.stage, self.platform = stage, platform
+    stage: str
+    platform: str
 
 
 class WorkerArrayError(DataraxError, TypeError):
@@ -256,9 +258,7 @@ class WorkerArrayError(DataraxError, TypeError):
         stage: where, e.g. ``stages[0]``.
     """
 
-    def __init__(self, message: str, *, stage: str):
-        super().__init__(message)
-        self.stage = stage
+    stage: str
 
 
 class OutputArrayError(DataraxError, TypeError):
@@ -266,16 +266,12 @@ class OutputArrayError(DataraxError, TypeError):
     dtype, whose elements are references into one process's memory).
 
     Attributes:
-        stage: where it was asked for, e.g. ``stages[0]`` (empty outside a pipeline).
         dtype: the dtype asked for.
+        stage: where it was asked for, e.g. ``stages[0]`` (empty outside a pipeline).
     """
 
-    def __init__(self, message: str, *, dtype: str, stage: str = ""):
-        super().__init__(message)
-        self.dtype, self.stage = dtype, stage
-
-
-# Saving, and clusters.
+    dtype: str
+    stage: str = ""
 
 
 class CheckpointSaveError(DataraxError, OSError):
@@ -286,36 +282,26 @@ class CheckpointSaveError(DataraxError, OSError):
         folder: its temporary folder, removed again.
     """
 
-    def __init__(self, message: str, step: int, folder: str):
-        super().__init__(message)
-        self.step, self.folder = step, folder
+    step: int
+    folder: str
 
 
 class ClusterError(DataraxError, RuntimeError):
     """A process of a local cluster failed; `process_index` names the first one.
 
     Attributes:
-        process_index: the process to blame: the first that failed, or after a
-            time-out the first whose target had not returned.
-        outputs: every process's output, in process order; of a longer output only
-            the last 64 KiB, after a line saying how much was left out.
+        process_index: the first process that failed, or after a time-out the first
+            whose target had not returned.
+        outputs: every process's output, in process order (of a longer one only the
+            last 64 KiB, after a line saying how much was left out).
         signal: the name of the signal that ended the process to blame (``"SIGSEGV"``
             when it crashed, ``"SIGKILL"`` when something killed it); None when it
             exited, raised, or was still running when the launcher stopped it.
     """
 
-    def __init__(
-        self,
-        message: str,
-        process_index: int | None,
-        outputs: Sequence[str],
-        *,
-        signal: str | None = None,
-    ):
-        super().__init__(message)
-        self.process_index = process_index
-        self.outputs = list(outputs)
-        self.signal = signal
+    process_index: int | None
+    outputs: list[str]
+    signal: str | None = None
 
 
 class EnvironmentVariableError(DataraxError, ValueError):
@@ -327,9 +313,8 @@ class EnvironmentVariableError(DataraxError, ValueError):
         value: the value refused.
     """
 
-    def __init__(self, message: str, *, variable: str, value: str):
-        super().__init__(message)
-        self.variable, self.value = variable, value
+    variable: str
+    value: str
 
 
 class CheckpointTemplateError(DataraxError, ValueError):
@@ -343,48 +328,33 @@ class CheckpointTemplateError(DataraxError, ValueError):
         shapes: each leaf whose shape differs, as ``{leaf: (saved shape, template shape)}``.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        step: int,
-        missing: Sequence[str] = (),
-        unexpected: Sequence[str] = (),
-        shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]] | None = None,
-    ):
-        super().__init__(message)
-        self.step, self.missing, self.unexpected = step, tuple(missing), tuple(unexpected)
-        self.shapes = dict(shapes or {})
+    step: int
+    missing: tuple[str, ...] = ()
+    unexpected: tuple[str, ...] = ()
+    shapes: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = _EMPTY
 
 
 class CheckpointDamagedError(DataraxError, ValueError, KeyError):
     """A saved step cannot be read: a folder of it is missing, or a file of it is cut
     short or holds what no save writes. Nothing was restored, and the pipeline given to
-    `Checkpoints.restore` keeps its position.
-
-    It is a `ValueError` and a `KeyError`, as Orbax's own errors for a file cut short and
-    a missing folder are, so code that catches those keeps working.
+    `Checkpoints.restore` keeps its position. A `ValueError` and a `KeyError`, as Orbax's
+    errors for a file cut short and a missing folder are, so code catching those works.
 
     Attributes:
         step: the step asked for.
         path: the folder or file at fault.
     """
 
-    def __init__(self, message: str, *, step: int, path: str):
-        super().__init__(message)
-        self.step, self.path = step, path
+    step: int
+    path: str
 
     def __str__(self) -> str:  # KeyError would show the message in quotes
         return str(self.args[0]) if self.args else ""
 
 
-# Token documents.
-
-
 class DocumentError(DataraxError, ValueError):
     """A document is not a 1-D array of integers (floats, 2-D, text, null, a record
-    without the field holding its tokens), or has another length than its entry in
-    ``lengths``.
+    without the field holding its tokens).
 
     Attributes:
         index: the document's index in its `Documents`; None where a whole file or
@@ -392,9 +362,22 @@ class DocumentError(DataraxError, ValueError):
         path: the file it is in; None for documents in memory.
     """
 
-    def __init__(self, message: str, *, index: int | None, path: str | None = None):
-        super().__init__(message)
-        self.index, self.path = index, path
+    index: int | None
+    path: str | None = None
+
+
+class DocumentLengthError(DocumentError):
+    """A document has another number of tokens than its entry in the ``lengths`` passed.
+
+    Attributes:
+        index: the document's index in its `Documents`.
+        path: the file it is in; None for documents in memory.
+        length: the number of tokens read.
+        expected: its entry in ``lengths``.
+    """
+
+    length: int
+    expected: int
 
 
 class DocumentFieldError(DocumentError):
@@ -407,17 +390,9 @@ class DocumentFieldError(DocumentError):
         path: the file; None for documents in memory.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        field: str,
-        columns: Sequence[str] = (),
-        index: int | None = None,
-        path: str | None = None,
-    ):
-        super().__init__(message, index=index, path=path)
-        self.field, self.columns = field, tuple(columns)
+    field: str
+    columns: tuple[str, ...] = ()
+    index: int | None = None
 
 
 class DocumentFileNotFoundError(DataraxError, FileNotFoundError):
@@ -427,9 +402,7 @@ class DocumentFileNotFoundError(DataraxError, FileNotFoundError):
         pattern: the path or pattern, as given.
     """
 
-    def __init__(self, message: str, *, pattern: str):
-        super().__init__(message)
-        self.pattern = pattern
+    pattern: str
 
 
 class DocumentFormatError(DataraxError, ValueError):
@@ -441,9 +414,7 @@ class DocumentFormatError(DataraxError, ValueError):
         path: the file.
     """
 
-    def __init__(self, message: str, *, path: str):
-        super().__init__(message)
-        self.path = path
+    path: str
 
 
 class RemoteReadError(DataraxError, OSError):
@@ -455,9 +426,8 @@ class RemoteReadError(DataraxError, OSError):
         attempts: how many times it was tried.
     """
 
-    def __init__(self, message: str, *, url: str, attempts: int):
-        super().__init__(message)
-        self.url, self.attempts = url, attempts
+    url: str
+    attempts: int
 
 
 class StoreWriteError(DataraxError, RuntimeError):
@@ -468,6 +438,4 @@ class StoreWriteError(DataraxError, RuntimeError):
         process: the process where it failed.
     """
 
-    def __init__(self, message: str, *, process: int):
-        super().__init__(message)
-        self.process = process
+    process: int

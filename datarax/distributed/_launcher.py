@@ -261,7 +261,12 @@ def _start(
             culprit, message = report(
                 first, reason, codes, records, outputs, stages, exit_order=order, attempts=attempt
             )
-            error = ClusterError(message, culprit, outputs, signal=signal_name(codes[culprit]))
+            error = ClusterError(
+                message,
+                process_index=culprit,
+                outputs=outputs,
+                signal=signal_name(codes[culprit]),
+            )
             return error, culprit == 0 and coordinator_failed(codes, stages)
         outputs = [shown(path.read_text(errors="replace")) for path in log_paths]
     return [

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from datarax._validate import check_int, check_str
-from datarax.errors import DocumentError
+from datarax.errors import DocumentLengthError
 from datarax.pipeline.documents._contract import (
     CheckedLengths,
     check_lengths,
@@ -445,9 +445,11 @@ def _read_in_order(
         yield tokens, np.fromiter(map(len, read), np.int64, len(read))
 
 
-def _length_error(index: int, count: int, expected: int) -> DocumentError:
-    return DocumentError(
+def _length_error(index: int, count: int, expected: int) -> DocumentLengthError:
+    return DocumentLengthError(
         f"document {index} has {count} tokens, but lengths[{index}] is {expected}. The "
         "lengths passed must be the documents' own; leave lengths=None to read them.",
         index=index,
+        length=count,
+        expected=expected,
     )
