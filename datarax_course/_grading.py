@@ -9,13 +9,15 @@ answers are the answer keys', which the kernel cannot import, the checker stops 
 every case has been answered. `judged` runs the same checker in the grader's own
 process, on the same cases, with the answer keys loaded: it computes the right answers
 there and takes nothing from the kernel but the values the function returned. What the
-kernel's own checks printed or claimed plays no part.
+kernel's own checks printed or claimed plays no part. The grader reaches both through
+the course's public module, `datarax_course.grading`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from datarax_course._answers import Unreplayable, recording, replaying
 from datarax_course._feedback import Feedback
 
 
-def harvest(functions: dict[str, str], namespace: dict[str, Any], seed: int, out: str) -> None:
+def harvest(functions: dict[str, str], namespace: Mapping[str, Any], seed: int, out: str) -> None:
     """Records, for each exercise, what the function named for it in `namespace` returned
     on the cases drawn from `seed`; writes ``{"devices": count, "answers": {exercise:
     steps}}`` to `out`."""

@@ -4,10 +4,11 @@
 it ends, is stopped, runs out of time, its processes together hold more memory than
 allowed, write more than allowed into its folders or to their terminal, kills its group
 and every process descended from it. On Linux the grader first makes itself a child
-subreaper (`datarax_grader._proc.become_subreaper`, as the library's cluster workers
-do): a process that detaches itself (``setsid``, a double fork) is then adopted by the
-grader instead of by init, so it is still found among the grader's descendants and
-killed with the rest. Elsewhere only the process group is killed.
+subreaper (``PR_SET_CHILD_SUBREAPER``, in `datarax_grader.grade`, as the library's cluster
+workers do): a process that detaches itself (``setsid``, a double fork) is then adopted
+by the grader instead of by init, so it is still found among the grader's descendants
+and killed with the rest. Elsewhere only the process group is killed. The process table
+is read through psutil.
 
 The grader's disk is bounded too: no process of the run may write a file larger than
 the disk allowance (``RLIMIT_FSIZE``, set on Linux before the command reads its input,
@@ -30,51 +31,53 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from datarax_grader._proc import proc_pids, proc_resident_pages, proc_stat
+import psutil
 
 _STOPPED_FOR = 1.0  # seconds a process may stay stopped before it counts as stopped
 _CHECK_EVERY = 0.1  # seconds between two looks at the run's processes
 OUTPUT_KEPT = 64 << 10  # bytes of a run's terminal output kept from its start, and its end
 
 
-def _parents() -> dict[int, tuple[int, str]]:
-    """{pid: (parent pid, state)} of every process /proc shows, or {} without /proc."""
-    stats = {pid: proc_stat(pid) for pid in proc_pids()}
-    return {pid: (stat.parent, stat.state) for pid, stat in stats.items() if stat is not None}
-
-
 def descendants(roots: set[int]) -> set[int]:
-    """Every process descended from `roots` (roots included if still there), from /proc.
+    """Every process descended from `roots` (roots included if still there).
 
     Example:
         >>> os.getpid() in descendants({os.getppid()})
         True
     """
-    table = _parents()
-    found = {pid for pid in roots if pid in table}
-    grew = True
-    while grew:
-        children = {pid for pid, (parent, _) in table.items() if parent in found} - found
-        found |= children
-        grew = bool(children)
+    found: set[int] = set()
+    for root in roots:
+        with contextlib.suppress(psutil.Error):  # gone: neither it nor its tree is there
+            tree = psutil.Process(root).children(recursive=True)
+            found |= {root, *(process.pid for process in tree)}
     return found
 
 
+_STOPPED = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+
+
 def _stopped(pid: int) -> bool:
-    return _parents().get(pid, (0, ""))[1] in ("T", "t")
+    try:
+        return psutil.Process(pid).status() in _STOPPED
+    except psutil.Error:  # gone
+        return False
 
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+def _resident(pid: int) -> int:
+    try:
+        return psutil.Process(pid).memory_info().rss
+    except psutil.Error:  # gone, or not to be read
+        return 0
 
 
 def resident_bytes(pids: set[int]) -> int:
-    """The memory the processes `pids` hold in RAM together (0 where /proc is missing).
+    """The memory the processes `pids` hold in RAM together.
 
     Example:
         >>> resident_bytes({os.getpid()}) > 0
         True
     """
-    return sum(pages * _PAGE for pid in pids if (pages := proc_resident_pages(pid)))
+    return sum(_resident(pid) for pid in pids)
 
 
 def disk_bytes(folders: Sequence[Path]) -> int:

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from datarax_course._core import _CHECKERS
+from datarax_course.grading import exercises
 from datarax_grader._students import is_solution
 
 _CHECK_CALL = re.compile(r"""check\(\s*["'](\d\d\.\w+)["']\s*,\s*([A-Za-z_]\w*)\s*[,)]""")
@@ -38,7 +38,7 @@ def exercises_in(name: str, notebook: Any) -> list[str]:
     numbers = set(re.findall(r"^(\d\d)_", name))
     for cell in student_cells(notebook):
         numbers.update(re.findall(r"""check\(\s*["'](\d\d)\.\w+["']""", cell.source))
-    return sorted(n for n in _CHECKERS if n.split(".")[0] in numbers and n != "00.example")
+    return [name for name in exercises() if name.split(".")[0] in numbers]
 
 
 def answer_names(notebook: Any) -> dict[str, str]:

@@ -36,7 +36,7 @@ from typing import Any
 import jax
 import nbformat
 
-from datarax_course._grading import judged
+from datarax_course.grading import judged
 from datarax_grader import _sandbox
 from datarax_grader._contained import run_contained
 from datarax_grader._integrity import Library
@@ -234,7 +234,7 @@ def _run(
     seed = secrets.randbits(63)
     answers = folder / "scratch" / "answers.json"
     harvest = (
-        "from datarax_course._grading import harvest as _datarax_harvest\n"
+        "from datarax_course.grading import harvest as _datarax_harvest\n"
         f"_datarax_harvest({names!r}, globals(), {seed}, {str(answers)!r})"
     )
     env = kernel_environment(folder)

@@ -54,7 +54,6 @@ except ImportError as missing:
     raise ImportError(said) from missing
 
 import argparse
-import contextlib
 import csv
 import ctypes
 import dataclasses
@@ -64,14 +63,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 import datarax
 import datarax_course
 import datarax_grader
 from datarax.distributed import setup_devices
-from datarax_course import _keys
+from datarax_course import grading
 from datarax_grader import _sandbox
 from datarax_grader._integrity import Library, changed_since_install, differences, snapshot
-from datarax_grader._proc import become_subreaper, proc_stat
 from datarax_grader._reading import submissions
 from datarax_grader._submission import NAMESPACES, SECCOMP, Grade, Settings, grade_submission
 
@@ -90,6 +90,7 @@ DEFAULT_DISK_GIB = 1.0
 TIMEOUT_S = (1.0, 86_400.0)
 MEMORY_GIB = (0.5, 4096.0)
 DISK_GIB = (0.05, 4096.0)
+_PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36  # from <linux/prctl.h>
 
 
 def _as_text(value: str) -> str:
@@ -182,21 +183,26 @@ def _isolation(asked: str) -> tuple[str, str]:
 
 
 def _lineage() -> list[int]:
-    """This process and those it runs under (its shell...), init aside."""
-    pids, pid = [], os.getpid()
-    while pid > 1 and pid not in pids:
-        pids.append(pid)
-        stat = proc_stat(pid)
-        if stat is None:  # no /proc: this process alone
-            break
-        pid = stat.parent
-    return pids
+    """This process and those it runs under (its shell...), init aside.
+
+    Example:
+        >>> _lineage()[0] == os.getpid() and os.getppid() in [*_lineage(), 0, 1]
+        True
+    """
+    try:
+        above = [process.pid for process in psutil.Process().parents()]
+    except psutil.Error:  # the process table cannot be read: this process alone
+        above = []
+    return [pid for pid in (os.getpid(), *above) if pid > 1]
 
 
-def _undumpable() -> None:
-    """Keeps other processes of this user from reading this one's memory (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+def _prctl(option: int, value: int) -> bool:
+    """Linux's ``prctl(option, value)`` for this process (no library offers it): whether
+    it was done; False elsewhere."""
+    try:
+        return ctypes.CDLL(None).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no C library to load, or no prctl in it
+        return False
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -262,9 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     found = submissions(args.submissions)
     os.environ["JAX_PLATFORMS"] = "cpu"  # the grader's devices are the kernels': 8 on the CPU
     setup_devices(8)
-    _keys.load()
-    become_subreaper()
-    _undumpable()
+    grading.load_keys()
+    # Orphans among the kernels' processes become the grader's children, so their runs'
+    # containment finds them (`datarax_grader._contained`); and no other process of this
+    # user may read the grader's memory (the answer keys).
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(_PR_SET_DUMPABLE, 0)
     isolation, said = _isolation(args.isolation)
     print(said, file=sys.stderr, flush=True)
     folders = sorted({package.parent for package in packages})
@@ -276,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         memory=int(args.memory * 2**30),
         disk=int(args.disk * 2**30),
         isolation=isolation,
-        library=Library.of(packages, left_out=("_keys.py",)),
+        library=Library.of(packages, left_out=(grading.keys_file().name,)),
         hidden=[*packages, *(f / "tutorials" for f in folders), args.submissions, out.parent],
         skip=checkouts,
         guarded=_lineage(),

@@ -17,6 +17,7 @@ import pytest
 import datarax
 import datarax_course
 import datarax_grader
+from datarax_course.grading import keys_file
 from datarax_grader import _sandbox, _seccomp
 from datarax_grader._integrity import Library
 from datarax_grader._submission import kernel_environment
@@ -180,7 +181,7 @@ def test_a_kernel_imports_the_course_from_its_copy_alone(tmp_path: Path) -> None
     from datarax_grader._kernel_boot import CopyOnly
 
     packages = [Path(m.__file__ or "").parent for m in (datarax, datarax_course, datarax_grader)]
-    Library.of(packages, left_out=("_keys.py",)).write(tmp_path)
+    Library.of(packages, left_out=(keys_file().name,)).write(tmp_path)
     finder = CopyOnly(str(tmp_path))
     course = [str(tmp_path / "datarax_course")]
     assert finder.find_spec("datarax_course", None).origin.startswith(str(tmp_path))
@@ -193,7 +194,7 @@ def test_a_kernel_imports_the_course_from_its_copy_alone(tmp_path: Path) -> None
 
 def test_each_library_copy_is_fresh_read_only_and_checked(tmp_path: Path) -> None:
     packages = [Path(m.__file__ or "").parent for m in (datarax, datarax_course, datarax_grader)]
-    library = Library.of(packages, left_out=("_keys.py",))
+    library = Library.of(packages, left_out=(keys_file().name,))
     first, second = tmp_path / "first", tmp_path / "second"
     library.write(first)
     grading = first / "datarax_course" / "_grading.py"
@@ -203,7 +204,7 @@ def test_each_library_copy_is_fresh_read_only_and_checked(tmp_path: Path) -> Non
     library.write(second)
     assert "spoiled" not in (second / "datarax_course" / "_grading.py").read_text()
     assert (second / "datarax_grader" / "_kernel_boot.py").is_file()
-    assert not (second / "datarax_course" / "_keys.py").exists()
+    assert not (second / "datarax_course" / keys_file().name).exists()
     tampered = dataclasses.replace(library, digest="0" * 64)
     with pytest.raises(RuntimeError, match="does not match"):
         tampered.write(tmp_path / "third")
