@@ -14,7 +14,8 @@ One wing per concern, each a package that re-exports its public names:
 
 The tutorials' checkers, lesson figures and playground are a course package beside
 the library, `datarax_course` (same distribution); the grader is a tool of its own
-(``grader/``). The library never imports either.
+(``grader/``). The library never imports either, but for the deprecated names
+(`datarax.viz`'s old figures, `datarax.exercises`), which load the course by name.
 
 Data flows one way: rows chosen (the ledger) -> placed (sharders, global arrays) ->
 iterated (pipeline, prefetch) -> saved (checkpoints). Wings load on first use, so a
