@@ -319,7 +319,7 @@ def _remote(url: str, call: Callable[[Any], Any], fs: Any = None) -> Any:
 _pools: dict[tuple[int, int], concurrent.futures.ThreadPoolExecutor] = {}
 
 
-def thread_pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+def _thread_pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
     """This process's pool of `threads` threads for reads (made on first use)."""
     key = (os.getpid(), threads)
     if key not in _pools:
@@ -334,7 +334,7 @@ def on_threads(calls: Sequence[Callable[[], Any]], threads: int) -> list[Any]:
     nested = threading.current_thread().name.startswith("datarax-read")
     if threads <= 1 or len(calls) <= 1 or nested:
         return [call() for call in calls]
-    futures = [thread_pool(threads).submit(call) for call in calls]
+    futures = [_thread_pool(threads).submit(call) for call in calls]
     try:
         return [future.result() for future in futures]
     finally:
