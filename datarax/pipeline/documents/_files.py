@@ -385,21 +385,20 @@ class FileDocuments:
         owners = np.searchsorted(self.starts, indices, side="right") - 1
         documents: list[np.ndarray] = [np.empty(0, np.int64)] * len(indices)
         calls: list[tuple[np.ndarray, Callable[[], list[np.ndarray]]]] = []
+        remote = False
         for owner in np.unique(owners):
             positions = np.flatnonzero(owners == owner)
             local, part = indices[positions] - self.starts[owner], self.parts[owner]
             pieces: Any = getattr(part, "pieces", None)
-            groups = [np.arange(len(local))]
-            if _is_remote(part):
-                groups = pieces(local) if pieces else list(groups[0][:, None])
+            if not _is_remote(part):
+                groups = [np.arange(len(local))]
+            else:
+                remote = True
+                groups = pieces(local) if pieces else [np.array([k]) for k in range(len(local))]
             for group in groups:
-                piece = (
-                    None
-                    if spans is None
-                    else (spans[0][positions[group]], spans[1][positions[group]])
-                )
-                calls.append((positions[group], partial(_read_part, part, local[group], piece)))
-        remote = any(_is_remote(part) for part in self.parts)
+                at = positions[group]
+                piece = None if spans is None else (spans[0][at], spans[1][at])
+                calls.append((at, partial(_read_part, part, local[group], piece)))
         made = on_threads([call for _, call in calls], self.threads if remote else 1)
         for (positions, _), read in zip(calls, made, strict=True):
             for position, document in zip(positions, read, strict=True):

@@ -216,8 +216,14 @@ def local_copy(url: str, stamp: Stamp, cache_dir: str) -> str:
     def make(folder: str) -> None:
         with open_binary(url) as source, open(os.path.join(folder, "copy"), "wb") as target:
             shutil.copyfileobj(source, target, 8 << 20)
-        if os.path.getsize(os.path.join(folder, "copy")) != stamp[0]:
-            check_stamp(url, stamp, now=True)
+        copied = os.path.getsize(os.path.join(folder, "copy"))
+        if copied != stamp[0]:  # never kept: a short copy would be read at every open
+            check_stamp(url, stamp, now=True)  # raises where the file changed
+            raise RemoteReadError(
+                f"Copying {url} gave {copied} bytes where it has {stamp[0]}; run again.",
+                url=url,
+                attempts=1,
+            )
 
     folder = cached_folder(cache_dir, entry_name("copy", url), f"{url}\0{stamp}", make)
     return os.path.join(folder, "copy")

@@ -216,10 +216,8 @@ class IndexedPair:
         sizes = lengths[local].astype(np.int64) * itemsize
         if spans is not None:
             begins, sizes = begins + spans[0] * itemsize, spans[1] * itemsize
-        if descriptor is None:
-            fetched = read_ranges(self.bin_path, begins.tolist(), sizes.tolist())
-            return [self._checked(data, size) for data, size in zip(fetched, sizes, strict=True)]
-        _ask_for(descriptor, begins, sizes)
+        if descriptor is not None:
+            _ask_for(descriptor, begins, sizes)
         return [
             self._tokens(descriptor, begin, size)
             for begin, size in zip(begins.tolist(), sizes.tolist(), strict=True)

@@ -104,14 +104,17 @@ def open_store(folder: str, cache_dir: str | None = None) -> list[IndexedPair]:
 
     def shard(name: str, documents: int, tokens: int) -> IndexedPair:
         prefix = join(folder, name)
-        for suffix in (".idx", ".bin"):
-            if not isfile(prefix + suffix):
-                raise DocumentFormatError(
-                    f"The store {folder} names shard {name}, but {prefix + suffix} is missing; "
-                    "write the store again.",
-                    path=prefix + suffix,
-                )
-        pair = IndexedPair(prefix + ".idx", prefix + ".bin", cache_dir=cache_dir)
+        try:
+            pair = IndexedPair(prefix + ".idx", prefix + ".bin", cache_dir=cache_dir)
+        except FileNotFoundError:  # which file: asked only now (a request each, remote)
+            missing = [prefix + s for s in (".idx", ".bin") if not isfile(prefix + s)]
+            if not missing:
+                raise
+            raise DocumentFormatError(
+                f"The store {folder} names shard {name}, but {missing[0]} is missing; "
+                "write the store again.",
+                path=missing[0],
+            ) from None
         held = pair.token_bytes // pair.dtype.itemsize
         if (pair.count, held, pair.dtype.name) != (documents, tokens, manifest["dtype"]):
             raise DocumentFormatError(

@@ -405,7 +405,8 @@ def write_documents(
             if remote:
                 _upload(writing, target, mine)
 
-        _together("widening its shards", widen_mine, timeout_s=_WAIT_S)
+        step = "widening and uploading its shards" if remote else "widening its shards"
+        _together(step, widen_mine, timeout_s=_WAIT_S)
         publish = _publish_remote if remote else _publish
         _together(
             "publishing the store",
