@@ -31,7 +31,7 @@ from _support.range_server import RangeServer
 
 import datarax
 from datarax.errors import DocumentFileNotFoundError, RemoteReadError, SourceFileChangedError
-from datarax.pipeline import Documents, write_documents
+from datarax.pipeline import Documents, Packed, write_documents
 from datarax.pipeline.documents import _index, _storage
 
 EOS = 65_000  # the end-of-text id of the flat token files (uint16)
@@ -545,3 +545,27 @@ def test_the_range_server_answers_ranges_listings_and_failures(tmp_path: Path) -
         assert server.errors == []
     with pytest.raises(urllib.error.URLError):
         _ask(url)  # stopped
+
+
+def test_packed_rows_from_a_remote_store_hold_rows_of_edge_lengths_and_refuse_wide_tokens(
+    own_memory: str, tmp_path: Path
+) -> None:
+    """Documents exactly a row long, empty and longer than a row pack over a URL as they
+    pack locally; a token past int32 is refused through the pieces read."""
+    row = 16
+    documents = [np.arange(row), np.zeros(0, np.int64), np.arange(3 * row + 5), np.arange(7)]
+    write_documents(documents, tmp_path / "store")
+    _put_in_memory(tmp_path / "store", f"{own_memory}/store")
+    local = Packed(Documents(tmp_path / "store", cache_dir=tmp_path / "c"), row)
+    remote = Packed(Documents(f"memory://{own_memory}/store", cache_dir=tmp_path / "c"), row)
+    assert len(remote) == len(local) and remote.empty_documents == 1
+    for got, want in zip(
+        remote.__getitems__(range(len(remote))), local.__getitems__(range(len(local))), strict=True
+    ):
+        assert all(np.array_equal(got[key], want[key]) for key in want)
+    wide = [np.array([1, 2**31]), np.arange(5)]
+    write_documents(wide, tmp_path / "wide", dtype=np.int64)
+    _put_in_memory(tmp_path / "wide", f"{own_memory}/wide")
+    packed = Packed(Documents(f"memory://{own_memory}/wide", cache_dir=tmp_path / "c"), 4)
+    with pytest.raises(ValueError, match=r"holds token 2147483648, which int32 does not hold"):
+        packed.__getitems__(range(len(packed)))
