@@ -4,7 +4,9 @@ and how they become the global batch.
 For a sharding and a global batch size, the `RowLedger` says which rows of the batch
 this host's devices hold; `GlobalBatches` turns that into the source rows to read for
 batch k (in batch order), and places the rows it read as global `jax.Array`s. Both
-are computed once per batch size (and leaf shape), not once per batch.
+are computed once per batch size (and leaf shape), not once per batch. With a padded
+last batch (`datarax.pipeline._padding`), `row_mask` places each batch's mask like its
+rows.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, Sharding
+from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 from datarax._trees import leaf_name
-from datarax.pipeline._permutation import Permutation
+from datarax.pipeline._padding import RowOrder
 from datarax.pipeline._sources import Rows
 from datarax.sharding._global_arrays import SINGLE_PROCESS, CheckedSignatures, make_global
 from datarax.sharding._ledger import RowLedger
@@ -35,7 +37,7 @@ class GlobalBatches:
     """
 
     def __init__(self, sharding: Sharding, batch_size: int, remainder: int = 0):
-        self.sharding = sharding
+        self.sharding, self.batch_size = sharding, batch_size
         self._checked = CheckedSignatures()  # this pipeline's own: checked on its first batch
         self._ledgers: dict[int, RowLedger] = {}
         self._positions: dict[int, slice | np.ndarray] = {}
@@ -43,9 +45,27 @@ class GlobalBatches:
         # Only a spec with entries after the first can split dimensions 1+ across hosts.
         spec = getattr(sharding, "spec", None)
         self._splits_trailing = spec is None or any(entry is not None for entry in spec[1:])
-        for rows in (batch_size, remainder):
-            if rows:
-                self.ledger(rows)  # raises now, not at the first batch
+        if batch_size:
+            self.ledger(batch_size)  # raises now, not at the first batch
+        self.check_last_batch(remainder)
+
+    def check_last_batch(self, remainder: int) -> None:
+        """Raises unless a kept last batch of `remainder` rows (0: none) splits the way
+        the sharding needs.
+
+        Raises:
+            ValueError: it does not; the message names ``pad_remainder=True`` as a way out.
+        """
+        if not remainder:
+            return
+        try:
+            self.ledger(remainder)
+        except ValueError as error:
+            raise ValueError(
+                f"The last batch of an epoch keeps {remainder} rows: {error} Or keep every "
+                "row and fill the last batch up to batch_size, with a mask: "
+                "pad_remainder=True."
+            ) from None
 
     def ledger(self, rows: int) -> RowLedger:
         """The ledger of a global batch of `rows` rows."""
@@ -60,7 +80,7 @@ class GlobalBatches:
             self._positions[rows] = blocks_to_index(mine)
         return self._positions[rows]
 
-    def rows(self, order: Permutation | None, start: int, stop: int) -> Rows:
+    def rows(self, order: RowOrder | None, start: int, stop: int) -> Rows:
         """The source rows this host reads of the batch ``order[start:stop]``, in order."""
         positions = self.positions(stop - start)
         if isinstance(positions, slice):
@@ -105,3 +125,13 @@ class GlobalBatches:
         return make_global(
             jax.tree_util.tree_map_with_path(trailing, batch), self.sharding, self._checked
         )
+
+    def row_mask(self, real: int) -> jax.Array:
+        """The global ``"row_mask"`` of a padded batch whose first `real` rows are the
+        source's: a bool array of `batch_size` rows, its rows placed as the sharding
+        places the batch's rows (later dimensions of the sharding left out)."""
+        rows = self.sharding
+        if isinstance(rows, NamedSharding) and len(rows.spec) > 1:
+            rows = NamedSharding(rows.mesh, PartitionSpec(rows.spec[0]))
+        mine = np.arange(self.batch_size)[self.positions(self.batch_size)] < real
+        return jax.make_array_from_process_local_data(rows, mine, (self.batch_size,))

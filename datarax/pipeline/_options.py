@@ -25,20 +25,35 @@ def _set(options: object, name: str, checked: object) -> None:
 class BatchOptions:
     """How the rows of a source become batches.
 
+    With `pad_remainder` the last, partial batch is filled up to `batch_size` rows (see
+    `datarax.pipeline._padding`): it holds `real_rows` rows of the source and `size` rows
+    in all.
+
     Example:
         >>> options = BatchOptions(batch_size=4, drop_remainder=False)
         >>> options.count(10), options.size(2, 10)
         (3, 2)
+        >>> padded = BatchOptions(batch_size=4, drop_remainder=False, pad_remainder=True)
+        >>> padded.count(10), padded.size(2, 10), padded.real_rows(2, 10)
+        (3, 4, 2)
     """
 
     batch_size: int
     shuffle: bool = False
     drop_remainder: bool = True
+    pad_remainder: bool = False
 
     def __post_init__(self) -> None:
         _set(self, "batch_size", check_int("batch_size", self.batch_size))
         _set(self, "shuffle", check_bool("shuffle", self.shuffle))
         _set(self, "drop_remainder", check_bool("drop_remainder", self.drop_remainder))
+        _set(self, "pad_remainder", check_bool("pad_remainder", self.pad_remainder))
+        if self.pad_remainder and self.drop_remainder:
+            raise ValueError(
+                "pad_remainder=True fills the last partial batch up to batch_size rows, but "
+                "drop_remainder=True drops that batch. Pass drop_remainder=False to keep "
+                "every row and pad the last batch, or pad_remainder=False to drop it."
+            )
 
     def count(self, rows: int) -> int:
         """How many batches an epoch over `rows` rows has.
@@ -57,12 +72,18 @@ class BatchOptions:
         return count
 
     def size(self, index: int, rows: int) -> int:
-        """How many rows batch `index` of an epoch over `rows` rows holds."""
+        """How many rows batch `index` of an epoch over `rows` rows holds (filling
+        rows included)."""
+        return self.batch_size if self.pad_remainder else self.real_rows(index, rows)
+
+    def real_rows(self, index: int, rows: int) -> int:
+        """How many rows of the source batch `index` of an epoch over `rows` rows holds."""
         return min(self.batch_size, rows - index * self.batch_size)
 
     def remainder(self, rows: int) -> int:
-        """The rows of the last, partial batch that is kept (0 when none is)."""
-        return 0 if self.drop_remainder else rows % self.batch_size
+        """The rows of the last, partial batch that is kept (0 when none is, or when it
+        is padded to a whole batch)."""
+        return 0 if self.drop_remainder or self.pad_remainder else rows % self.batch_size
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,9 @@ the epoch alone (``[*seed, epoch]``), so every host built with the same ``rngs``
 same global order, and any epoch's order can be made again from the state. It is
 computed per position, so a source of a billion rows costs no array of a billion
 entries. Batch k is ``order[k*B:(k+1)*B]``; a pipeline of global batches then keeps only
-the positions this host reads (`pick`).
+the positions this host reads (`pick`). A source whose records change by epoch has a
+length of its own each epoch (`datarax.pipeline._epochs`): the order asks `SourceEpochs`
+for it, and hands the rows on with the epoch's basis.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import jax
 import numpy as np
 from flax import nnx
 
+from datarax.pipeline._epochs import SourceEpochs
 from datarax.pipeline._permutation import Permutation
-from datarax.pipeline._sources import Rows
+from datarax.pipeline._sources import EpochRows, Rows
 
 Pick = Callable[[Permutation | None, int, int], Rows]  # (order, start, stop) -> rows read here
 
@@ -54,26 +57,31 @@ def _all_rows(order: Permutation | None, start: int, stop: int) -> Rows:
 
 
 class EpochOrder:
-    """The rows of every batch of every epoch over a source of `length` rows.
+    """The rows of every batch of every epoch over the source `epochs` gives.
 
     Example:
-        >>> order = EpochOrder(length=6, batch_size=4, seed=None)
+        >>> order = EpochOrder(SourceEpochs([0] * 6, length=6), batch_size=4, seed=None)
         >>> order.rows(0, 1)
         slice(4, 6, None)
     """
 
     def __init__(
-        self, length: int, batch_size: int, seed: list[int] | None, pick: Pick | None = None
+        self,
+        epochs: SourceEpochs,
+        batch_size: int,
+        seed: list[int] | None,
+        pick: Pick | None = None,
     ):
-        self.length, self.batch_size, self.seed = length, batch_size, seed
+        self.epochs, self.batch_size, self.seed = epochs, batch_size, seed
         self._pick = pick or _all_rows
 
     def order(self, epoch: int) -> Permutation | None:
         """The row order of `epoch`; None without shuffle (rows in order)."""
-        return None if self.seed is None else Permutation(self.length, [*self.seed, epoch])
+        length = self.epochs.length(epoch)
+        return None if self.seed is None else Permutation(length, [*self.seed, epoch])
 
-    def rows(self, epoch: int, index: int) -> Rows:
+    def rows(self, epoch: int, index: int) -> Rows | EpochRows:
         """The source rows of batch `index` of `epoch` that this host reads, in batch order."""
         start = index * self.batch_size
-        stop = min(start + self.batch_size, self.length)
-        return self._pick(self.order(epoch), start, stop)
+        stop = min(start + self.batch_size, self.epochs.length(epoch))
+        return self.epochs.rows(epoch, self._pick(self.order(epoch), start, stop))

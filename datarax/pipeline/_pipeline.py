@@ -1,7 +1,8 @@
 """`Pipeline`, assembled from parts with one job each: options (`_options`), the epoch
 order (`_order`), the state (`_state`), stages (`_stages`), the epoch iterator
 (`_epoch`), host batches in this process or in workers (`_host_batches`), global
-batches (`_global_batches`) and agreement across hosts (`_agreement`)."""
+batches (`_global_batches`), agreement across hosts (`_agreement`) and the source of each
+epoch (`_epochs`)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ from flax import nnx
 from jax.sharding import Sharding
 
 from datarax._validate import check_int
+from datarax.errors import PipelineStateError
 from datarax.pipeline._agreement import EpochEnds
 from datarax.pipeline._epoch import Epoch, Feed
+from datarax.pipeline._epochs import SourceEpochs
 from datarax.pipeline._global_batches import GlobalBatches
 from datarax.pipeline._host_batches import host_batches
 from datarax.pipeline._options import BatchOptions, HostOptions, UnevenHosts, Workers
 from datarax.pipeline._order import EpochOrder, shuffle_seed
+from datarax.pipeline._padding import host_row_mask, padded_rows, with_row_mask
 from datarax.pipeline._sources import ArraySource, RandomAccessSource, as_source, check_length
 from datarax.pipeline._stages import Batch, Stage, Stages
 from datarax.pipeline._state import PipelineState, Position
@@ -31,6 +35,7 @@ from datarax.sharding._sharding_checks import check_sharding
 _FIXED = frozenset(
     {
         *("batch_size", "device_stages", "drop_remainder", "multihost", "num_batches"),
+        "pad_remainder",
         *("sharding", "shuffle", "source", "source_length", "stages", "uneven_hosts", "workers"),
     }
 )
@@ -68,6 +73,14 @@ class Pipeline:
         rngs: seeds the shuffle; required when ``shuffle=True``.
         shuffle: visit the rows in a new random order every epoch.
         drop_remainder: drop the last partial batch (default) or keep it.
+        pad_remainder: with ``drop_remainder=False``, fill the last partial batch up to
+            `batch_size` rows with repeats of its own rows (the same on any number of
+            hosts), so every batch has one shape and every row of the source comes once an
+            epoch; `num_batches` counts that batch. Every batch, which must be a dict after
+            the stages, then gets a bool leaf ``"row_mask"`` of shape (rows,): True on the
+            source's rows, False on the filling. Host stages and `device_stages` see whole
+            batches, without the mask; with `sharding` it is a global array whose rows are
+            placed as the batch's rows are, per host a numpy array.
         sharding: make global batches placed with this sharding.
         device_stages: with `sharding`, callables applied to each placed global batch.
         multihost: None (default): the hosts agree on each epoch's number of batches from
@@ -99,13 +112,14 @@ class Pipeline:
         rngs: nnx.Rngs | None = None,
         shuffle: bool = False,
         drop_remainder: bool = True,
+        pad_remainder: bool = False,
         sharding: Sharding | None = None,
         device_stages: Sequence[Stage] = (),
         multihost: bool | None = None,
         uneven_hosts: UnevenHosts = "stop",
         workers: int | str | Workers = 0,
     ):
-        self._batching = BatchOptions(batch_size, shuffle, drop_remainder)
+        self._batching = BatchOptions(batch_size, shuffle, drop_remainder, pad_remainder)
         self._stages = Stages("stages", stages)
         self._device_stages = Stages("device_stages", device_stages)
         if self._device_stages and sharding is None:
@@ -114,14 +128,17 @@ class Pipeline:
         seed = shuffle_seed(rngs, self._batching.shuffle)
         self._source = as_source(source)
         self._length = len(self._source)
-        self._count = self._batching.count(self._length)
+        self._epochs = SourceEpochs(self._source, self._length)
+        self._batching.count(self._epochs.length(0))  # raises now: no batch at all
         self._sharding = None if sharding is None else check_sharding(sharding)
         self._global = None
         if self._sharding is not None:
-            remainder = self._batching.remainder(self._length)
+            remainder = self._batching.remainder(self._epochs.length(0))
             self._global = GlobalBatches(self._sharding, self._batching.batch_size, remainder)
         pick = None if self._global is None else self._global.rows
-        self._order = EpochOrder(self._length, self._batching.batch_size, seed, pick)
+        if self._batching.pad_remainder:
+            pick = padded_rows(pick, self._batching.batch_size)
+        self._order = EpochOrder(self._epochs, self._batching.batch_size, seed, pick)
         self._ends = EpochEnds(self._hosts, is_global=self._global is not None)
         self._host = host_batches(
             self, self._source, self._stages, self._order, self._workers, self._ends.crossing_hosts
@@ -137,9 +154,28 @@ class Pipeline:
     batch_size = property(lambda self: self._batching.batch_size, doc="Rows per batch.")
     shuffle = property(lambda self: self._batching.shuffle)
     drop_remainder = property(lambda self: self._batching.drop_remainder)
+    pad_remainder = property(lambda self: self._batching.pad_remainder)
     source = property(lambda self: self._source, doc="The source, as the pipeline reads it.")
-    source_length = property(lambda self: self._length, doc="The source's rows.")
-    num_batches = property(lambda self: self._count, doc="Batches in a whole epoch.")
+
+    @property
+    def source_length(self) -> int:
+        """The source's rows (in the epoch the pipeline stands at, where they change by
+        epoch: a `Mixture`, or a `Packed` over one)."""
+        return self._epochs.length(self._at()[0])
+
+    @property
+    def num_batches(self) -> int:
+        """Batches in a whole epoch (the one the pipeline stands at)."""
+        return self._count(self._at()[0])
+
+    def _count(self, epoch: int) -> int:
+        return self._batching.count(self._epochs.length(epoch))
+
+    def _at(self) -> tuple[int, int]:
+        """The epoch and batch the pipeline stands at (the next epoch's first batch at the
+        end of one)."""
+        return self._position.at(self._count(self._position.epoch))
+
     stages = property(lambda self: self._stages.stages, doc="The host stages, in order.")
     device_stages = property(lambda self: self._device_stages.stages)
     sharding = property(lambda self: self._sharding, doc="The global batches' sharding.")
@@ -185,15 +221,33 @@ class Pipeline:
 
     def epoch_order(self, epoch: int) -> np.ndarray | None:
         """The row order of `epoch` (None when not shuffling: rows in order), as one array
-        of `source_length` entries; the pipeline itself computes it batch by batch."""
+        of that epoch's `source_length` entries; the pipeline itself computes it batch by
+        batch."""
         order = self._order.order(check_int("epoch", epoch, minimum=0))
         return None if order is None else order[:]
 
-    def _state(self) -> PipelineState:
+    def _state(self, epoch: int | None = None, basis: Any = None) -> PipelineState:
+        """The pipeline's state; with `epoch` (and, where the source changes by epoch, the
+        `basis` a saved state gives it), what its state at that epoch's start would be."""
         seed = None if self._order.seed is None else tuple(self._order.seed)
         fingerprint = getattr(self._source, "fingerprint", None)  # what its records depend on
         fingerprint = fingerprint if isinstance(fingerprint, str) else None
-        return self._position.state(self._count, self.batch_size, self._length, seed, fingerprint)
+        index = 0
+        if epoch is None:
+            epoch, index = self._at()
+        if basis is None:
+            basis = self._epochs.basis(epoch)
+        length = self._length
+        if basis is not None:
+            try:
+                length = len(self._source.for_epoch(basis))  # type: ignore[union-attr]
+            except ValueError as error:
+                raise PipelineStateError(
+                    f"The state's epoch basis does not fit this source: {error}",
+                    key="epoch_basis",
+                ) from None
+        state = (epoch, index, self.batch_size, length, seed, fingerprint, basis)
+        return PipelineState(*state)
 
     def get_state(self) -> dict[str, Any]:
         """Where iteration stands, as a small JSON-serialisable dict (see `PipelineState`)."""
@@ -211,7 +265,17 @@ class Pipeline:
                 another batch size, source length or shuffle seed.
         """
         resumed = PipelineState.from_dict(state)
-        resumed.check_fits(self._state(), self.num_batches)
+        if resumed.epoch_basis is not None and not self._epochs.changes:
+            raise PipelineStateError(
+                "This state was saved by a pipeline over a source whose records change by "
+                "epoch (a Mixture, or a Packed over one), but this pipeline's source does "
+                "not. Build the pipeline over the source the state was saved with.",
+                key="epoch_basis",
+            )
+        mine = self._state(resumed.epoch, resumed.epoch_basis)
+        resumed.check_fits(mine, self._batching.count(mine.source_length))
+        if self._epochs.changes:
+            self._epochs.resume(resumed.epoch, mine.epoch_basis)
         self._position.move_to(resumed)
         self._ends.forget_state()
 
@@ -226,7 +290,11 @@ class Pipeline:
 
     def _begin_epoch(self) -> None:
         state, at = self.get_state(), self._position
-        self._ends.begin(at.epoch, at.next, self._count, lambda: json.dumps(state, sort_keys=True))
+        count = self._count(at.epoch)
+        remainder = self._batching.remainder(self._epochs.length(at.epoch))
+        if self._global is not None and remainder:
+            self._global.check_last_batch(remainder)  # raises where it does not split
+        self._ends.begin(at.epoch, at.next, count, lambda: json.dumps(state, sort_keys=True))
 
     def _next_batch(self) -> Batch:
         """The next batch of the epoch; the position moves on once every stage returned."""
@@ -235,16 +303,22 @@ class Pipeline:
         if at.next >= self._ends.end:
             self._timings.epoch_ended()
             raise StopIteration
-        if len(self._source) != self._length:
+        if len(self._source) != self._length and not self._epochs.changes:
             check_length(self._source, self._length)  # raises, naming both lengths
+        length = self._epochs.length(at.epoch)
+        next_end = self._count(at.epoch + 1) if self._workers.read_next_epoch else 0
         times = BatchTimes()
-        batch = self._host.batch(at.epoch, at.next, self._ends.end, self._count, times)
+        batch = self._host.batch(at.epoch, at.next, self._ends.end, next_end, times)
         if self._global is not None:
             placing = time.perf_counter()
-            batch = self._global.place(batch, self._batching.size(at.next, self._length))
+            batch = self._global.place(batch, self._batching.size(at.next, length))
             staging = time.perf_counter()
             batch = self._device_stages(batch)
             times.place, times.device_stages = staging - placing, time.perf_counter() - staging
+        if self._batching.pad_remainder:
+            real, places = self._batching.real_rows(at.next, length), self._global
+            mask = host_row_mask(self.batch_size, real) if places is None else places.row_mask(real)
+            batch = with_row_mask(batch, mask)
         at.next += 1
         self._timings.returned(times)
         return batch

@@ -10,6 +10,8 @@ stage can write into the caller's data.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -212,12 +214,26 @@ def _collate(records: list[Any], indices: list[int]) -> Any:
     return jax.tree_util.tree_unflatten(treedef, batch)
 
 
-def read_rows(source: ArraySource | RandomAccessSource, rows: Rows) -> Any:
+@dataclasses.dataclass(frozen=True)
+class EpochRows:
+    """Rows of the epoch whose basis is `basis` (JSON), of a source that changes by epoch
+    (see `datarax.pipeline._epochs`)."""
+
+    basis: str
+    rows: Rows
+
+
+def read_rows(source: ArraySource | RandomAccessSource, rows: Rows | EpochRows) -> Any:
     """The records `rows` of `source` as one batch of read-only arrays, in `rows` order.
+
+    `rows` of an epoch of a source that changes by epoch (`datarax.pipeline._epochs`) are
+    read from that epoch's records.
 
     Raises:
         StageStopIterationError: the source's ``__getitem__`` raised StopIteration.
     """
+    if isinstance(rows, EpochRows):
+        source, rows = source.for_epoch(json.loads(rows.basis)), rows.rows  # type: ignore[union-attr]
     if isinstance(source, ArraySource):
         return source[rows]  # read-only already
     indices = _indices(rows, len(source))

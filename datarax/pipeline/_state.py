@@ -2,9 +2,11 @@
 
 `PipelineState` is the epoch and the next batch, plus what must match on resume (batch
 size, source length, shuffle seed), and nothing about processes or devices, so a state
-saved on 2 hosts resumes on 1 or 4. `check_pipeline_state` checks the form of a state on
-its own: exactly the keys `Pipeline.get_state` gives, each count a non-negative int and
-the seed None or a list of ints. `PipelineState.check_fits` then compares it with the
+saved on 2 hosts resumes on 1 or 4. Over a source whose records change by epoch it also
+holds the epoch's basis (`datarax.pipeline._epochs`), so that epoch resumes as it was.
+`check_pipeline_state` checks the form of a state on its own: exactly the keys
+`Pipeline.get_state` gives, each count a non-negative int and the seed None or a list of
+ints. `PipelineState.check_fits` then compares it with the
 pipeline it resumes; `Checkpoints.save` refuses a state that fails the form before it
 writes or deletes anything.
 """
@@ -23,6 +25,7 @@ from datarax.errors import PipelineStateError
 
 STATE_KEYS = ("epoch", "batch_index", "batch_size", "source_length", "seed")
 FINGERPRINT = "fingerprint"  # only where the source has one (`Packed`)
+EPOCH_BASIS = "epoch_basis"  # only where the source changes by epoch (`Mixture`)
 _MUST_MATCH = ("batch_size", "source_length", "seed")
 
 
@@ -44,12 +47,12 @@ def check_pipeline_state(state: Any) -> dict[str, Any]:
         >>> check_pipeline_state(state) == state
         True
     """
-    keys = set(state) - {FINGERPRINT} if isinstance(state, Mapping) else None
+    keys = set(state) - {FINGERPRINT, EPOCH_BASIS} if isinstance(state, Mapping) else None
     if keys != set(STATE_KEYS):
         got = sorted(map(str, state)) if isinstance(state, Mapping) else type(state).__name__
         raise PipelineStateError(
             f"state must be the dict get_state() returns, with keys {list(STATE_KEYS)} (and "
-            f"{FINGERPRINT!r} where the source has one); got {got}."
+            f"{FINGERPRINT!r}, {EPOCH_BASIS!r} where the source has them); got {got}."
         )
     checked: dict[str, Any] = {}
     for key in ("epoch", "batch_index", "batch_size", "source_length"):
@@ -73,6 +76,14 @@ def check_pipeline_state(state: Any) -> dict[str, Any]:
                 key=FINGERPRINT,
             )
         checked[FINGERPRINT] = state[FINGERPRINT]
+    if EPOCH_BASIS in state:
+        if not isinstance(state[EPOCH_BASIS], Mapping):
+            raise PipelineStateError(
+                f"state[{EPOCH_BASIS!r}] must be the dict get_state() gives, got "
+                f"{type(state[EPOCH_BASIS]).__name__}.",
+                key=EPOCH_BASIS,
+            )
+        checked[EPOCH_BASIS] = dict(state[EPOCH_BASIS])
     return checked
 
 
@@ -86,6 +97,7 @@ class PipelineState:
     source_length: int
     seed: tuple[int, ...] | None
     fingerprint: str | None = None  # what the source's records depend on, where it says
+    epoch_basis: dict[str, Any] | None = None  # what fixes the epoch, where it changes
 
     @classmethod
     def from_dict(cls, state: Any) -> PipelineState:
@@ -98,8 +110,9 @@ class PipelineState:
         """The state as `Pipeline.get_state` returns it (JSON-serialisable)."""
         as_dict = dataclasses.asdict(self)
         as_dict["seed"] = None if self.seed is None else list(self.seed)
-        if self.fingerprint is None:
-            del as_dict[FINGERPRINT]
+        for key in (FINGERPRINT, EPOCH_BASIS):
+            if as_dict[key] is None:
+                del as_dict[key]
         return as_dict
 
     def check_fits(self, pipeline: PipelineState, num_batches: int) -> None:
@@ -147,14 +160,12 @@ class Position:
     def __init__(self) -> None:
         self.epoch, self.next, self.resume, self.generation = 0, 0, True, 0
 
-    def state(
-        self, num_batches: int, batch_size: int, length: int, seed: Any, fingerprint: str | None
-    ) -> PipelineState:
-        """The state: at the end of an epoch, the start of the next."""
-        epoch, index = self.epoch, self.next
-        if index >= num_batches:
-            epoch, index = epoch + 1, 0
-        return PipelineState(epoch, index, batch_size, length, seed, fingerprint)
+    def at(self, num_batches: int) -> tuple[int, int]:
+        """The epoch and batch the pipeline stands at: at the end of an epoch, the start
+        of the next."""
+        if self.next >= num_batches:
+            return self.epoch + 1, 0
+        return self.epoch, self.next
 
     def begin_iteration(self, state: PipelineState) -> None:
         """An ``iter()``: resume at `state` (this position's), or begin the next epoch."""
