@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import pickle
 
 import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.pipeline import Documents, Packed, Pipeline
+from datarax.pipeline import Documents, Packed, Pipeline, write_documents
 from datarax.pipeline.documents._plan import make_plan
 
 
@@ -66,7 +68,7 @@ def _check_rows(packed: Packed, lengths: np.ndarray) -> list[dict[str, np.ndarra
     return rows
 
 
-@pytest.mark.parametrize("method", ["first_fit", "concat"])
+@pytest.mark.parametrize("method", ["best_fit", "concat"])
 @pytest.mark.parametrize("rngs", [None, 7])
 def test_every_token_is_in_exactly_one_row(method: str, rngs: int | None) -> None:
     lengths = np.random.default_rng(1).integers(0, 70, 300)
@@ -81,7 +83,7 @@ def test_every_token_is_in_exactly_one_row(method: str, rngs: int | None) -> Non
         assert all((row["segment_ids"] > 0).all() for row in rows[:-1])
 
 
-def test_first_fit_keeps_a_document_that_fits_whole_in_one_row() -> None:
+def test_best_fit_keeps_a_document_that_fits_whole_in_one_row() -> None:
     lengths = np.random.default_rng(2).integers(1, 80, 200)
     packed = Packed(_documents(lengths), 32, rngs=nnx.Rngs(0))
     rows_of = {}
@@ -94,11 +96,11 @@ def test_first_fit_keeps_a_document_that_fits_whole_in_one_row() -> None:
     assert any(int(p["size"][0]) == 32 for p in full_rows)  # documents longer than a row
 
 
-def test_first_fit_fills_its_rows_and_plans_a_million_documents_small() -> None:
+def test_best_fit_fills_its_rows_and_plans_a_million_documents_small() -> None:
     lengths = _lognormal(20_000, 2048)
     assert Packed(NoReading(lengths), 2048).fill >= 0.95
     many = _lognormal(1_000_000, 2048, seed=1)
-    plan = make_plan(many, 2048, "first_fit", None)
+    plan = make_plan(many, 2048, "best_fit", None)
     assert plan.nbytes / len(many) <= 16
     assert Packed(NoReading(many), 2048, method="concat").plan.nbytes / len(many) <= 16
 
@@ -163,8 +165,8 @@ def test_bad_arguments_are_named() -> None:
         Packed(docs, 0)
     with pytest.raises(TypeError, match="length must be an int"):
         Packed(docs, 8.0)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="method must be 'first_fit' or 'concat'"):
-        Packed(docs, 8, method="best_fit")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="method must be 'best_fit', 'first_fit' or 'concat'"):
+        Packed(docs, 8, method="first-fit")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"wrap a list of token arrays as Documents\(the_list\)"):
         Packed([np.arange(3)], 8)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"rngs must be an nnx\.Rngs"):
@@ -211,7 +213,7 @@ def test_workers_open_parquet_files_by_path_and_make_the_same_rows(tmp_path) -> 
     assert batches(2) == batches(0)
 
 
-@pytest.mark.parametrize("method", ["first_fit", "concat"])
+@pytest.mark.parametrize("method", ["best_fit", "concat"])
 @pytest.mark.parametrize(
     ("lengths", "length", "rows"),
     [([4, 4, 4], 4, 3), ([8, 12], 4, 5), ([3], 1, 3), ([0, 0], 4, 0), ([], 4, 0)],
@@ -231,3 +233,53 @@ def test_token_ids_int32_does_not_hold_are_refused_whatever_their_dtype() -> Non
         with pytest.raises(ValueError, match="Document 0 holds token 4000000000, which int32"):
             packed[0]
     assert Packed(Documents([np.array([1, 2**31 - 1], np.uint32)]), 4)[0]["tokens"][1] == 2**31 - 1
+
+
+def test_best_fit_puts_a_piece_in_the_fullest_row_with_room_not_the_first() -> None:
+    # Rows of 9, pieces longest first: 7 opens row A (2 free); 6 and 6 fit no row, so each
+    # opens one, B and C (3 free each); 4 and 4 fit none of them and open D together (1
+    # free). Last, 1: first fit would take the first row with room, A (7 + 1); best fit
+    # takes the fullest row with room, D (4 + 4 + 1, no token free).
+    lengths = np.array([7, 6, 6, 4, 4, 1])
+    best = Packed(_documents(lengths), 9)
+    rows = {frozenset(best.pieces(r)["document"].tolist()) for r in range(len(best))}
+    assert rows == {frozenset({0}), frozenset({1}), frozenset({2}), frozenset({3, 4, 5})}
+    assert rows != {frozenset({0, 5}), frozenset({1}), frozenset({2}), frozenset({3, 4})}
+    _check_rows(best, lengths)
+
+
+def test_first_fit_is_best_fit_under_its_earlier_name() -> None:
+    lengths = np.random.default_rng(10).integers(0, 50, 200)
+    best = Packed(_documents(lengths), 32, method="best_fit", rngs=nnx.Rngs(4))
+    earlier = Packed(_documents(lengths), 32, method="first_fit", rngs=nnx.Rngs(4))
+    assert best.method == earlier.method == "best_fit"
+    assert best.fingerprint == earlier.fingerprint
+    assert len(best) == len(earlier)
+    for r in range(len(best)):
+        assert all(np.array_equal(best[r][k], earlier[r][k]) for k in best[r])
+
+
+def test_states_and_plans_saved_before_best_fit_was_so_named_still_match(tmp_path) -> None:
+    """The fingerprints below were made by the earlier Packed, whose method was named
+    "first_fit": a pipeline's state saved then names them."""
+    lengths = np.array([5, 0, 9, 3, 12, 7])
+    docs = Documents([np.arange(n) for n in lengths.tolist()])
+    assert Packed(docs, 8).fingerprint == "packed-76c397b5c79c8991"
+    assert Packed(docs, 8, rngs=nnx.Rngs(3)).fingerprint == "packed-a15d357c8522dcdd"
+    assert Packed(docs, 8, method="concat").fingerprint == "packed-83dd63e4e5a25cca"
+    saved = Pipeline(source=Packed(docs, 8, method="first_fit"), batch_size=1)
+    next(iter(saved))
+    state = saved.get_state()
+    assert state["fingerprint"] == "packed-76c397b5c79c8991"
+    resumed = Pipeline(source=Packed(docs, 8, method="best_fit"), batch_size=1)
+    resumed.set_state(state)  # refused were the fingerprints to differ
+    # A plan saved beside a store is found by its folder's name and key, made as before.
+    store = write_documents([np.arange(n) for n in lengths.tolist()], tmp_path / "store")
+    packed = Packed(store, 8, rngs=nnx.Rngs(3))
+    identity = store._plan_home()[0]
+    named = ["first_fit", "8", str(packed._seed), "1048576"]
+    key = "\0".join(["v1", *named, identity])
+    name = hashlib.sha256("\0".join(["plan", identity, *named]).encode()).hexdigest()[:32]
+    folder = f"{name}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    assert os.listdir(tmp_path / "store" / "plans") == [folder]
+    assert (tmp_path / "store" / "plans" / folder / "key").read_text() == key

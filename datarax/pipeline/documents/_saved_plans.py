@@ -4,9 +4,11 @@ that packs the same indexed documents the same way, so no process holds a plan o
 own however many documents there are.
 
 A plan's folder holds its arrays as raw files (``doc``, ``start`` and ``row_starts`` of a
-first-fit plan; ``order`` and ``ends`` of a concat plan), ``plan.json`` saying their
+best-fit plan; ``order`` and ``ends`` of a concat plan), ``plan.json`` saying their
 dtypes and sizes, and the ``key`` of the documents (every index file's path, size and
-modification time) and arguments it was made from. It is looked for under each of
+modification time) and arguments it was made from (the options of `PlanOptions` only
+where they are not the defaults, and best-fit under its earlier name ``first_fit``, so
+plans saved before those options existed are found again). It is looked for under each of
 `roots` in turn, and made under the first one that can be written.
 """
 
@@ -22,13 +24,19 @@ from typing import Any
 import numpy as np
 
 from datarax.pipeline.documents._index import cached_folder, entry_folder, entry_name, read_key
-from datarax.pipeline.documents._plan import ConcatPlan, PackingPlan, PlanParts
+from datarax.pipeline.documents._plan import (
+    ConcatPlan,
+    PackingPlan,
+    PlanOptions,
+    PlanParts,
+    keyed_name,
+)
 
 _VERSION = "1"  # part of every plan's key: a new planning rule makes old plans stale
 
 
 def _part_in_worker(
-    documents: Any, arguments: tuple[int, str, list[int] | None, int], block: int
+    documents: Any, arguments: tuple[int, str, list[int] | None, PlanOptions, int], block: int
 ) -> tuple[np.ndarray, ...]:
     return PlanParts(documents.lengths, *arguments).part(block)
 
@@ -40,7 +48,7 @@ def _parts(documents: Any, parts: PlanParts) -> Iterator[tuple[np.ndarray, ...]]
         return
     from datarax.pipeline.workers import task_pool, usable_cores
 
-    arguments = (parts.length, parts.method, parts.seed, parts.block)
+    arguments = (parts.length, parts.method, parts.seed, parts.options, parts.block)
     count = min(usable_cores(), parts.blocks)
     with task_pool(count) as pool:
         pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
@@ -81,15 +89,15 @@ def saved_plan(
     lengths: np.ndarray,
     identity: str,
     roots: list[str],
-    arguments: tuple[int, str, list[int] | None],
+    arguments: tuple[int, str, list[int] | None, PlanOptions],
 ) -> PackingPlan | ConcatPlan:
     """The plan of `documents` (of `lengths`, known by `identity`) for ``(length, method,
-    seed)``, found under one of `roots`, else computed and kept under the first that can
-    be written."""
-    length, method, seed = arguments
-    parts = PlanParts(lengths, length, method, seed)
-    key = f"v{_VERSION}\0{method}\0{length}\0{seed}\0{parts.block}\0{identity}"
-    name = entry_name("plan", identity, method, length, seed, parts.block)
+    seed, options)``, found under one of `roots`, else computed and kept under the first
+    that can be written."""
+    parts = PlanParts(lengths, *arguments)
+    named = (keyed_name(parts.method), parts.length, parts.seed, parts.block)
+    key = "\0".join(map(str, [f"v{_VERSION}", *named, identity, *parts.options.key()]))
+    name = entry_name("plan", identity, *named, *parts.options.key())
     found = next(
         (entry_folder(r, name, key) for r in roots if read_key(entry_folder(r, name, key)) == key),
         None,
