@@ -1,8 +1,8 @@
 """Sources whose records change from epoch to epoch: a `Mixture`, or a `Packed` over one.
 
-Such a source has two methods. ``epoch_basis(previous=None)`` returns what fixes an
-epoch, as a small dict that JSON holds: None asks for the first epoch's, a basis for the
-epoch after it. ``for_epoch(basis)`` returns that epoch's records, a random-access
+Such a source says so (``changes_by_epoch`` is True) and has two methods.
+``epoch_basis(previous=None)`` returns what fixes an epoch, as a small dict that JSON
+holds: None asks for the first epoch's, a basis for the epoch after it. ``for_epoch(basis)`` returns that epoch's records, a random-access
 source with a length of its own. A `Pipeline` keeps the basis of each epoch it reads and
 saves it in its state, so a resumed pipeline reads the epoch under way as it was
 planned, and the source (perhaps rebuilt with new weights) decides the epochs after it.
@@ -20,9 +20,7 @@ from datarax.pipeline._sources import EpochRows, Rows
 
 def changes_by_epoch(source: Any) -> bool:
     """Whether `source` has records of its own in every epoch (see the module)."""
-    return callable(getattr(source, "epoch_basis", None)) and callable(
-        getattr(source, "for_epoch", None)
-    )
+    return getattr(source, "changes_by_epoch", False) is True
 
 
 class SourceEpochs:

@@ -543,6 +543,31 @@ def packed_checks(batches_before_save: int = 2) -> dict[str, Any]:
     }
 
 
+def mixture_epochs(weights: dict[str, int], sharding: Any = None) -> Pipeline:
+    """A pipeline of packed rows over a mixture whose code source restarts, so epochs
+    differ; the state saved over these weights resumes over others."""
+    from datarax.pipeline import Mixture, Packed
+
+    sources = {"web": CountingDocuments(300, 1), "code": CountingDocuments(40, 2)}
+    mixture = Mixture(sources, weights, rngs=nnx.Rngs(4), restart=["code"], epoch_size=3000)
+    packed = Packed(mixture, 32, rngs=nnx.Rngs(5))
+    return Pipeline(source=packed, batch_size=16, shuffle=True, rngs=nnx.Rngs(6), sharding=sharding)
+
+
+def mixture_resume_checks() -> dict[str, Any]:
+    """The state after 3 batches over weights 3:1, and the rest of that epoch and the next
+    read by a pipeline over weights 1:1 resumed from it, on this cluster."""
+    sharding, _ = _layouts()["all_hosts_1d"]
+    first = mixture_epochs({"web": 3, "code": 1}, sharding)
+    before = [_gather(batch["tokens"]).tolist() for batch in itertools.islice(iter(first), 3)]
+    state = first.get_state()
+    resumed = mixture_epochs({"web": 1, "code": 1}, sharding)
+    resumed.set_state(state)
+    rest = [_gather(batch["tokens"]).tolist() for batch in resumed]
+    after = [_gather(batch["tokens"]).tolist() for batch in resumed]
+    return {"before": before, "state": state, "rest": rest, "after": after}
+
+
 def two_host_checks() -> dict[str, Any]:
     """Every 2-process check in one cluster, so the tests start it only once."""
     return {
@@ -557,6 +582,7 @@ def two_host_checks() -> dict[str, Any]:
         "epoch_end": epoch_end_checks(),
         "held_sharder": held_sharder_checks(),
         "packed": packed_checks(),
+        "mixture_resume": mixture_resume_checks(),
     }
 
 

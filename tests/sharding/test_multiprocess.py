@@ -493,3 +493,21 @@ def test_packed_mixture_rows_are_one_global_batch_on_2_and_4_hosts(
                 assert reads == {name: docs.tolist() for name, docs in wanted.items()}
             assert got["state"] == saved[0]  # the state names no process
             assert got["resumed"] == reference[2:]
+
+
+@pytest.mark.multihost
+def test_new_mixture_weights_resume_a_state_on_another_process_count(
+    two_host_runs: list[ProcessResult],
+) -> None:
+    """A state saved on 2 hosts over weights 3:1, resumed on 2 hosts and on 1 over weights
+    1:1: the same rest of the epoch as planned, then the same next epoch."""
+    reference = checks.mixture_epochs({"web": 3, "code": 1})
+    planned = [batch["tokens"].tolist() for batch in reference]
+    for run in two_host_runs:
+        got = run.value["mixture_resume"]
+        assert got["before"] + got["rest"] == planned
+        alone = checks.mixture_epochs({"web": 1, "code": 1})
+        alone.set_state(got["state"])
+        assert [batch["tokens"].tolist() for batch in alone] == got["rest"]
+        assert [batch["tokens"].tolist() for batch in alone] == got["after"]
+        assert got["after"] != planned[: len(got["after"])]

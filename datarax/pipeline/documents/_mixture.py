@@ -265,12 +265,12 @@ class Mixture(CheckedLengths):
         self._schedule()
 
     def _streams(self) -> None:
-        self._stream = []
+        self._passes_of = []
         for name, lengths, skip in zip(self._names, self._source_lengths, self._skip, strict=True):
             sizes = np.ones(len(lengths), np.int64)
             if self._shares == "tokens":
                 sizes = np.maximum(lengths, 1).astype(np.int64)
-            self._stream.append(Stream([*self._seed, zlib.crc32(name.encode())], sizes, skip))
+            self._passes_of.append(Stream([*self._seed, zlib.crc32(name.encode())], sizes, skip))
         self._views: dict[str, Mixture] = {}
 
     def _check_readable(self, weights: np.ndarray) -> None:
@@ -278,7 +278,7 @@ class Mixture(CheckedLengths):
         empty = [
             name
             for name, stream, weight, again in zip(
-                self._names, self._stream, weights, self._restart, strict=True
+                self._names, self._passes_of, weights, self._restart, strict=True
             )
             if weight and (not len(stream.sizes) or (not stream.first and not again))
         ]
@@ -294,8 +294,10 @@ class Mixture(CheckedLengths):
         starts = [self._basis["starts"][name] for name in self._names]
         size = self._epoch_size
         if size is None:
-            size = sum(int(s.sizes.sum()) for s, w in zip(self._stream, weights, strict=True) if w)
-        epoch = epoch_of(self._stream, weights, starts, size, self._restart)
+            size = sum(
+                int(s.sizes.sum()) for s, w in zip(self._passes_of, weights, strict=True) if w
+            )
+        epoch = epoch_of(self._passes_of, weights, starts, size, self._restart)
         if not len(epoch.doc):
             raise ValueError(
                 f"This epoch of the mixture holds no document: epoch_size={size} is smaller "
@@ -310,7 +312,7 @@ class Mixture(CheckedLengths):
         self._lengths = lengths
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_stream", "_views")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_passes_of", "_views")}
         for name in ("_source", "_doc", "_lengths", "_source_lengths", "_fingerprint"):
             state.pop(name, None)  # made again from the rest
         return state
@@ -324,6 +326,7 @@ class Mixture(CheckedLengths):
         self._streams()
         self._schedule()
 
+    changes_by_epoch = True  # a Pipeline asks for each epoch's documents (`epoch_basis`)
     names = property(lambda self: tuple(self._names), doc="The sources' names, in order.")
     shares = property(lambda self: self._shares, doc='"tokens" or "documents".')
     weights = property(
