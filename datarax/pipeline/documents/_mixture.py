@@ -187,7 +187,9 @@ class Mixture(CheckedLengths):
     resumes over a `Mixture` of the same sources with new weights: the epoch under way
     is read as it was planned, and the new weights take effect from the next epoch, with
     no document repeated or skipped (`epoch_size` sets how long an epoch is, and so how
-    soon). ``skip=`` leaves documents out of each source's first pass.
+    soon). A pipeline that drops its last partial batch leaves that batch's documents for
+    their source's next pass (``drop_remainder=False`` reads them all). ``skip=`` leaves
+    documents out of each source's first pass.
 
     Args:
         sources: a dict from names to `Documents` (or another `Mixture`, read as its
