@@ -218,6 +218,6 @@ def test_the_readmes_claims_about_explicit_axes_hold() -> None:
     looked_up = jax.jit(lambda t, i: t.at[i].get(out_sharding=rows))(table, tokens)
     assert looked_up.sharding.spec == rows.spec
     if version >= (0, 10):
-        with pytest.raises(Exception) as raised:  # noqa: PT011: the type's name is checked
+        with pytest.raises(Exception) as raised:
             jax.jit(lambda t, i: t[i])(table, tokens)
         assert type(raised.value).__name__ == "ShardingTypeError"
