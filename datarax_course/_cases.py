@@ -2,18 +2,25 @@
 
 A checker draws its cases from `draw`: in a notebook the same *public* cases every
 time, when grading *secret* ones, from a seed the grader picks after the notebook has
-run (`drawing`). Where the right answer is what the library or JAX does, the checker
-asks them. Where it is a formula of the lesson's own, the checker calls the reader's
-function on every case first, then asks `reference` for the right answers: the
-grader's answer keys (`datarax_course._keys`, loaded by the grader alone and left
-out of what a graded notebook can import), or, in a notebook, the table of the keys'
-answers to the public cases (the course's data file ``answer_keys.json``).
+run (`drawing`). Where the right answer is what the library does with the reader's
+inputs, the checker asks it. Otherwise the checker calls the reader's function on every
+case first, and only then finds the right answers in the answer keys
+(`datarax_course._keys`, left out of what a graded notebook can import):
+
+- for a formula of the lesson's own, `reference` gives them: the grader's keys, or, in a
+  notebook, the table of the keys' answers to the public cases (the course's data file
+  ``answer_keys.json``);
+- for what the judging machine computes (XLA's count, Flax's mask, a compiled text's
+  collectives, JAX's shard shapes, a loop timed), `counted` finds the keys' code where
+  it is installed, and `counted_here` hands it over once every case is answered, or
+  stops a graded kernel there, where the grader computes it in its own process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import json
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -102,3 +109,31 @@ def reference(name: str, cases: Sequence[tuple[str, tuple[Any, ...]]]) -> list[A
             "notebook's device set-up cell, setup_devices(8), first."
         )
     return list(table["expected"])
+
+
+def counted(name: str) -> Callable[..., Any] | None:
+    """The answer keys' code that computes exercise `name`'s right answers on the judging
+    machine, where the keys are installed (the grader's process, a reader's own
+    installation); None in a graded kernel's copy of the course, which has no keys."""
+    try:
+        keys = importlib.import_module("datarax_course._keys")
+    except ImportError:
+        return None
+    return keys.COUNTS[name]
+
+
+def counted_here(name: str, found: Callable[..., Any] | None) -> Callable[..., Any]:
+    """`found` (what `counted` gave), once the reader's function has answered every case.
+
+    Raises:
+        NotJudgedHere: in a kernel being graded (its calls are recorded; the grader judges).
+        Unavailable: this copy of the course has no answer keys to compute with.
+    """
+    if _answers.recording_now():
+        raise NotJudgedHere(name)
+    if found is None:
+        raise Unavailable(
+            f"this copy of the course has no answer keys to judge {name} with (a kernel "
+            "being graded): the grader computes the right answers itself, in its own process."
+        )
+    return found

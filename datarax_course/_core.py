@@ -99,6 +99,17 @@ class Ban:
     label: str
 
 
+def keys_banned(found: Callable[..., Any] | None, label: str) -> tuple[Ban, ...]:
+    """The answer keys' own code (`found`, from `datarax_course._cases.counted`), banned
+    while the reader's function runs; nothing where this copy of the course has no keys.
+
+    Example:
+        >>> keys_banned(None, "the checker's own count")
+        ()
+    """
+    return () if found is None else (Ban(found, "__code__", label),)
+
+
 def _stand_in(*args: Any, **kwargs: Any) -> Any:  # replaces a banned function's code
     raise __import__("datarax_course._feedback", fromlist=["Forbidden"]).Forbidden("LABEL")
 

@@ -1,33 +1,48 @@
-"""The answer keys: the right answers of the exercises whose answer is a formula of the
-lessons' own, not something the library or JAX computes.
+"""The answer keys: the right answers of the exercises, where a graded kernel cannot
+reach them.
 
 Only the grader loads this module (`load`), and the library a graded notebook imports
-is a copy without it, so a student's kernel cannot call a key or copy its code. In a
-notebook, `datarax_course.check` finds the keys' answers to the public cases in a
-data file, ``answer_keys.json`` (read by `datarax_course._cases.answer_tables`), which
-``python -m datarax_course._keys`` writes from the keys below.
+is a copy without it, so a student's kernel cannot call a key or copy its code. Two
+kinds of key live here:
 
-`COUNTS` holds the one reference that is a measurement of XLA's rather than a formula
-(10.backward_flops): no table can hold it, since it depends on the jax installed, so
-its checker imports this module where it exists (the grader's process, a reader's own
-installation) and, in a kernel being graded, where it does not, leaves the judging to
-the grader. While the reader's function runs, the checker bans it.
+- `KEYS`, the exercises whose answer is a formula of the lessons' own. In a notebook,
+  `datarax_course.check` finds the keys' answers to the public cases in a data file,
+  ``answer_keys.json`` (read by `datarax_course._cases.answer_tables`), which
+  ``python -m datarax_course._keys`` writes from the keys below.
+- `COUNTS`, the references that the machine which judges computes, with XLA, Flax, JAX
+  and optax, or a clock: XLA's FLOP count (10.backward_flops), the mask Flax's helpers
+  build (11.attention_mask), the collectives read from a compiled program's text
+  (12.collectives_of), the bytes JAX's shard shapes give (14.bytes_per_device), a real
+  loop timed (07.predicted_epoch). No table holds them, since they depend on the
+  versions installed or on the machine; a checker imports them where this module
+  exists (the grader's process, a reader's own installation, where they are banned
+  while the reader's function runs) and, in a kernel being graded, where it does not,
+  leaves the judging to the grader (`datarax_course._cases.counted`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
+from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
-from datarax_course import _cases, _core
+from datarax.pipeline import prefetch_to_device
+from datarax_course import _cases, _core, _real
 from datarax_course._checks import device_spans
+from datarax_course._nb12 import KINDS
 
 BACKWARD_FLOPS_PER_PARAMETER_PER_ROW = 4  # of the 6 of a dense model's step (forward: 2)
 
@@ -122,8 +137,256 @@ def xla_backward_flops(loss: Any, params: Any, batch: Any) -> float:
     return (per_step - forward) / batch.shape[0]
 
 
-# The references that are counts of the machine that judges, not formulas: no table.
-COUNTS: dict[str, Callable[..., Any]] = {"10.backward_flops": xla_backward_flops}
+@jax.jit
+def _flax_masks(ids: jax.Array) -> jax.Array:
+    mask = nnx.combine_masks(
+        nnx.make_attention_mask(ids > 0, ids > 0),  # neither token is padding
+        nnx.make_attention_mask(ids, ids, jnp.equal),  # both in the same piece
+        nnx.make_causal_mask(ids),  # j <= i
+        dtype=jnp.bool_,
+    )
+    assert mask is not None
+    return mask[0]  # the heads axis Flax adds
+
+
+def segment_mask(segment_ids: Any) -> np.ndarray:
+    """11.attention_mask: a packed row's causal mask, built with Flax's helpers as its
+    language-model example combines them (jitted: one compilation a row length)."""
+    return np.asarray(_flax_masks(jnp.asarray(segment_ids, jnp.int32)))
+
+
+# 12.collectives_of: a compiled program's text, read. One instruction:
+# `[ROOT] %name = SHAPE kind[-start|-done](operands), attributes`, where the shape may be
+# a tuple, `(f32[8]{0}, /*index=5*/f32[8]{0})`, with comments inside.
+_INSTRUCTION = re.compile(
+    r"^[ \t]*(?:ROOT[ \t]+)?%?[\w.\-]+[ \t]*=[ \t]*(?P<shape>[^\n]*?)[ \t]"
+    rf"(?P<kind>{'|'.join(KINDS)})(?P<phase>-start|-done)?\((?P<rest>[^\n]*)$",
+    re.MULTILINE,
+)
+_DEFINITION = re.compile(  # any instruction, to find an operand's shape by its name
+    r"^[ \t]*(?:ROOT[ \t]+)?%?(?P<name>[\w.\-]+)[ \t]*=[ \t]*(?P<shape>[^\n]*?)[ \t]"
+    r"[a-z][\w\-]*\(",
+    re.MULTILINE,
+)
+# One array in a shape: a dtype (f32, bf16, pred, s8, f8e4m3fn, ...) and its dimensions.
+_ARRAY = re.compile(r"(?<![\w.])(?P<dtype>pred|[a-z]+[0-9][a-z0-9]*)\[(?P<dims>[0-9,]*)\]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One collective instruction of a compiled program's text."""
+
+    kind: str  # "all-gather", ...
+    phase: str  # "" for a plain operation, "-start" or "-done" for an asynchronous pair
+    result: str  # the result's shape, as printed: an array or a tuple of arrays
+    operands: str  # what is between the instruction's parentheses
+    line: str  # the instruction, as printed
+
+    @property
+    def counted(self) -> bool:
+        """Whether this instruction is the one its collective is counted by (an
+        asynchronous pair by its -done, whose result is the collective's)."""
+        return self.phase != "-start"
+
+
+def _arrays(shape: str) -> list[tuple[str, int]]:
+    """(dtype, elements) of every array in a shape's text."""
+    found = []
+    for array in _ARRAY.finditer(shape):
+        dims = [int(d) for d in array.group("dims").split(",") if d]
+        found.append((array.group("dtype"), math.prod(dims)))
+    return found
+
+
+def _bits(dtype: str) -> int:
+    if dtype == "pred":
+        return 8
+    digits = re.search(r"[0-9]+", dtype)
+    return int(digits.group()) if digits else 0
+
+
+def shape_bytes(shape: str) -> int:
+    """Bytes of the arrays in an HLO shape's text (a tuple's arrays added up).
+
+    Example:
+        >>> shape_bytes("(f32[8,2]{1,0}, /*index=1*/bf16[4]{0})")
+        72
+    """
+    return sum((elements * _bits(dtype) + 7) // 8 for dtype, elements in _arrays(shape))
+
+
+def _operands(rest: str) -> str:
+    """The text between an instruction's parentheses (`rest` starts right after "(")."""
+    depth = 1
+    for position, char in enumerate(rest):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return rest[:position]
+    return rest
+
+
+def collectives(text: str) -> list[Collective]:
+    """Every collective instruction in a compiled program's text, in the text's order.
+
+    Example:
+        >>> line = "%all-reduce = f32[4]{0} all-reduce(f32[4]{0} %x), to_apply=%add"
+        >>> [(c.kind, c.phase, shape_bytes(c.result)) for c in collectives(line)]
+        [('all-reduce', '', 16)]
+    """
+    return [
+        Collective(
+            kind=found.group("kind"),
+            phase=found.group("phase") or "",
+            result=found.group("shape"),
+            operands=_operands(found.group("rest")),
+            line=found.group(0).strip(),
+        )
+        for found in _INSTRUCTION.finditer(text)
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """A compiled program's collectives: `expected`, the bytes of their results by kind;
+    `ops`, the instructions; `variants`, what common wrong readings give, by mistake."""
+
+    expected: dict[str, int]
+    ops: list[Collective]
+    variants: dict[str, dict[str, int]]
+
+
+def compiled_reading(text: str) -> Reading:
+    """12.collectives_of: {kind: bytes of its results on one device}, each collective
+    counted once, with what the common wrong readings of the same text give."""
+    ops = collectives(text)
+    shapes = {found.group("name"): found.group("shape") for found in _DEFINITION.finditer(text)}
+
+    def total(pick: Callable[[Collective], bool], size: Callable[[Collective], int]) -> Any:
+        found: dict[str, int] = {}
+        for op in ops:
+            if pick(op):
+                found[op.kind] = found.get(op.kind, 0) + size(op)
+        return found
+
+    def operand_bytes(op: Collective) -> int:
+        if _arrays(op.operands):  # older XLA prints each operand's shape before its name
+            return shape_bytes(op.operands)
+        names = re.findall(r"%([\w.\-]+)", op.operands)
+        return sum(shape_bytes(shapes.get(name, "")) for name in names)
+
+    def first_array(op: Collective) -> int:
+        arrays = _arrays(op.result)
+        return (arrays[0][1] * _bits(arrays[0][0]) + 7) // 8 if arrays else 0
+
+    result = lambda op: shape_bytes(op.result)  # noqa: E731
+    counted = lambda op: op.counted  # noqa: E731
+    not_done = lambda op: op.phase != "-done"  # noqa: E731
+    variants = {
+        "twice": total(lambda op: True, result),
+        "starts": total(not_done, result),
+        "operands": total(not_done, operand_bytes),
+        "first array": total(counted, first_array),
+        "elements": total(counted, lambda op: sum(n for _, n in _arrays(op.result))),
+        "count": total(counted, lambda op: 1),
+    }
+    return Reading(total(counted, result), ops, variants)
+
+
+# 14.bytes_per_device: what one device holds, from JAX's shard shapes and optax's state.
+
+
+def _is_spec(value: Any) -> bool:
+    return isinstance(value, PartitionSpec)
+
+
+def _pairs(tree: Any, specs: Any) -> list[tuple[Any, PartitionSpec]]:
+    return list(zip(jax.tree.leaves(tree), jax.tree.leaves(specs, is_leaf=_is_spec), strict=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """The bytes one device holds (`params`, `optimizer`; the gradients take what the
+    parameters take) and what common mistakes give instead, by part ("params",
+    "optimizer"): `elements` (not bytes), `whole` (nothing split), `divided` (every leaf
+    over every device); `scalars`, the state that mirrors no parameter; `mirror_copies`,
+    the copies of the parameters' tree the state holds; `in_param_dtypes`, the state
+    counted in its parameters' dtypes."""
+
+    params: int
+    optimizer: int
+    elements: dict[str, int]
+    whole: dict[str, int]
+    divided: dict[str, float]
+    scalars: int
+    mirror_copies: int
+    in_param_dtypes: int
+
+
+def memory_truth(params: Any, optimizer: Any, mesh: Mesh, specs: Any) -> Held:
+    """14.bytes_per_device: what one device holds of `params`, their gradients and
+    `optimizer`'s state, each state leaf that mirrors a parameter sharded like it
+    (``optax.tree_utils.tree_map_params``), any other replicated."""
+    state = jax.eval_shape(optimizer.init, params)
+    state_specs = optax.tree_utils.tree_map_params(
+        optimizer,
+        lambda _, spec: spec,
+        state,
+        specs,
+        transform_non_params=lambda _: PartitionSpec(),
+        is_leaf=_is_spec,
+    )
+    parts = {"params": _pairs(params, specs), "optimizer": _pairs(state, state_specs)}
+
+    def block(leaf: Any, spec: PartitionSpec) -> int:
+        return math.prod(NamedSharding(mesh, spec).shard_shape(tuple(leaf.shape)))
+
+    def by_part(size: Callable[[Any, PartitionSpec], Any]) -> dict[str, Any]:
+        return {part: sum(size(*pair) for pair in pairs) for part, pairs in parts.items()}
+
+    def itemsize(leaf: Any) -> int:
+        return np.dtype(leaf.dtype).itemsize
+
+    held = by_part(lambda leaf, spec: block(leaf, spec) * itemsize(leaf))
+    scalars = sum(itemsize(leaf) for leaf, _ in parts["optimizer"] if np.ndim(leaf) == 0)
+    mirrors = sum(np.ndim(leaf) > 0 for leaf, _ in parts["optimizer"])
+    copies = mirrors // max(len(parts["params"]), 1)
+    whole = by_part(lambda leaf, _: math.prod(leaf.shape) * itemsize(leaf))
+    return Held(
+        params=held["params"],
+        optimizer=held["optimizer"],
+        elements=by_part(block),
+        whole=whole,
+        divided={part: total / mesh.size for part, total in whole.items()},
+        scalars=scalars,
+        mirror_copies=copies,
+        in_param_dtypes=scalars + copies * held["params"],
+    )
+
+
+def loop_ms(input_ms: float, opening_ms: float, step_ms: float, prefetch: bool) -> float:
+    """07.predicted_epoch: milliseconds of a real loop over the checker's source (batches
+    of `input_ms`, the first `opening_ms` more) and step, through
+    ``prefetch_to_device(size=2)`` or one after the other."""
+    make_batches, step = _real._source(input_ms, opening_ms), _real._step(step_ms)
+    start = time.perf_counter()
+    if prefetch:
+        with prefetch_to_device(make_batches(), size=2) as batches:
+            for batch in batches:
+                step(batch)
+    else:
+        for batch in make_batches():
+            step(batch)
+    return (time.perf_counter() - start) * 1e3
+
+
+# The references the machine that judges computes, not formulas: no table holds them.
+COUNTS: dict[str, Callable[..., Any]] = {
+    "07.predicted_epoch": loop_ms,
+    "10.backward_flops": xla_backward_flops,
+    "11.attention_mask": segment_mask,
+    "12.collectives_of": compiled_reading,
+    "14.bytes_per_device": memory_truth,
+}
 
 
 def trace_reading(events: list[dict[str, Any]]) -> list[Any]:

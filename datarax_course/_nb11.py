@@ -6,26 +6,29 @@ where both lie in the same piece (equal segment ids, not 0, the padding) and j <
 
 The right answers come from Flax: its ``make_attention_mask`` (neither token is padding;
 the same segment) and ``make_causal_mask``, combined with ``combine_masks`` as Flax's
-language-model example combines them. The rows tried include padding, a row of one
-document, a row of one token, a JAX array, and rows of a real `Packed` over drawn
-document lengths (other ones when grading).
+language-model example combines them, by the answer keys
+(`datarax_course._keys.segment_mask`, where the keys are) once the reader's function
+has answered every row. The prompt asks for the mask without Flax's helpers, so they
+(Flax's NNX and Linen ones) are refused while the reader's function runs. The rows tried
+include padding, a row of one document, a row of one token, a JAX array, and rows of a
+real `Packed` over drawn document lengths (other ones when grading).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from datarax.pipeline import Documents, Packed
-from datarax_course._cases import draw
-from datarax_course._core import call, exercise
+from datarax_course._cases import counted, counted_here, draw
+from datarax_course._core import Ban, call, exercise, keys_banned
 from datarax_course._feedback import Feedback, right, wrong
 from datarax_course._values import array
 
+NAME = "11.attention_mask"
 _EXPECTED = "a boolean array of shape (n, n) for a row of n tokens"
 
 # (what the row is, its segment ids); the JAX array is made when the checker runs, so that
@@ -43,7 +46,7 @@ _AS_JAX = "three documents as a JAX array"
 
 def _packed_rows() -> list[tuple[str, np.ndarray]]:
     """Three rows of a `Packed` over drawn document lengths: its first, middle and last."""
-    rng = draw("11.attention_mask")
+    rng = draw(NAME)
     length = int(rng.integers(8, 25))
     lengths = rng.integers(1, length + 8, size=int(rng.integers(6, 15)))
     packed = Packed(Documents([np.ones(n, np.int32) for n in lengths]), length)
@@ -58,22 +61,16 @@ def _packed_rows() -> list[tuple[str, np.ndarray]]:
     ]
 
 
-@jax.jit
-def _flax_masks(ids: jax.Array) -> jax.Array:
-    """The mask Flax's helpers build: not padding, the same segment, and j <= i (jitted:
-    one compilation a row length, instead of one for each of a dozen small operations)."""
-    mask = nnx.combine_masks(
-        nnx.make_attention_mask(ids > 0, ids > 0),
-        nnx.make_attention_mask(ids, ids, jnp.equal),
-        nnx.make_causal_mask(ids),
-        dtype=jnp.bool_,
+def _without_flax() -> tuple[Ban, ...]:
+    """Flax's mask helpers, NNX's and Linen's, which the prompt asks to do without."""
+    from flax import linen
+
+    helpers = ("make_attention_mask", "make_causal_mask", "combine_masks")
+    return tuple(
+        Ban(getattr(module, helper), "__code__", f"Flax's {helper}")
+        for module in (nnx, linen)
+        for helper in helpers
     )
-    assert mask is not None
-    return mask[0]
-
-
-def _flax_mask(segment_ids: Any) -> np.ndarray:
-    return np.asarray(_flax_masks(jnp.asarray(segment_ids, jnp.int32)))
 
 
 def _why(ids: np.ndarray, i: int, j: int) -> str:
@@ -119,9 +116,10 @@ def _mistake(got: np.ndarray, ids: np.ndarray, expected: np.ndarray) -> str | No
 
 
 @exercise(
-    "11.attention_mask",
+    NAME,
     idea="two tokens may see each other only inside the same piece of the row (equal "
-    "segment ids, and not 0, the padding), and a causal model looks only backwards.",
+    "segment ids, and not 0, the padding), and a causal model looks only backwards; "
+    "Flax's mask helpers are refused, so compare the ids yourself.",
     method="compare every pair at once by broadcasting: segment_ids[:, None] == "
     "segment_ids[None, :] (the same piece), segment_ids[:, None] > 0 (not padding), and "
     "np.tril(np.ones((n, n), bool)) (j <= i); combine the three with &.",
@@ -130,11 +128,14 @@ def _attention_mask(answer: Any) -> Feedback:
     rows = [
         (name, jnp.asarray(ids) if name == _AS_JAX else ids) for name, ids in _ROWS
     ] + _packed_rows()
+    found = counted(NAME)
+    bans = (*_without_flax(), *keys_banned(found, "the checker's own mask"))
+    masks = []
     for name, segment_ids in rows:
         ids = np.asarray(segment_ids)
         n = len(ids)
         given = segment_ids.copy() if isinstance(segment_ids, np.ndarray) else segment_ids
-        got = array(call(answer, given), "attention_mask's result", _EXPECTED)
+        got = array(call(answer, given, bans=bans), "attention_mask's result", _EXPECTED)
         shown = ids.tolist()
         if got.shape != (n, n):
             return wrong(
@@ -148,15 +149,19 @@ def _attention_mask(answer: Any) -> Feedback:
                 "booleans (True where token i may attend to token j), as comparisons such as "
                 "a == b give them."
             )
-        expected = _flax_mask(segment_ids)
+        masks.append(got)
+    flax_mask = counted_here(NAME, found)  # every row answered before any mask is built
+    for (name, segment_ids), got in zip(rows, masks, strict=True):
+        ids = np.asarray(segment_ids)
+        expected = flax_mask(ids)
         if np.array_equal(got, expected):
             continue
         mistake = _mistake(got, ids, expected)
         if mistake is not None:
-            return wrong(f"for {name}, segment ids {shown}, {mistake}")
+            return wrong(f"for {name}, segment ids {ids.tolist()}, {mistake}")
         i, j = (int(k) for k in np.argwhere(got != expected)[0])
         return wrong(
-            f"for {name}, segment ids {shown}, mask[{i}, {j}] should be "
+            f"for {name}, segment ids {ids.tolist()}, mask[{i}, {j}] should be "
             f"{bool(expected[i, j])}, since {_why(ids, i, j)}; yours is {bool(got[i, j])}."
         )
     return right(

@@ -7,10 +7,13 @@ one entry for each kind present (all-gather, reduce-scatter, all-reduce,
 collective-permute, all-to-all), the bytes summed over that kind's operations.
 
 The right answers are read from the compiled text itself: the checker compiles the
-programs, on the devices at hand, and reads each collective's result shape and dtype.
-An operation is counted once: XLA may print a collective as an asynchronous pair,
-``all-gather-start`` then ``all-gather-done``, whose ``-start`` result is a tuple that
-also holds the operand, so the ``-done`` (or the plain operation) is the one counted.
+programs, on the devices at hand, and, once the reader's function has read every text,
+the answer keys read each collective's result shape and dtype
+(`datarax_course._keys.compiled_reading`, where the keys are: the grader's process, a
+reader's own installation). An operation is counted once: XLA may print a collective as
+an asynchronous pair, ``all-gather-start`` then ``all-gather-done``, whose ``-start``
+result is a tuple that also holds the operand, so the ``-done`` (or the plain operation)
+is the one counted.
 A result may be a tuple: XLA combines several all-reduces into one whose result is a
 tuple of arrays, and the CPU backend writes an all-to-all as a tuple of pieces; every
 array of the tuple counts. The programs: data parallelism (a gradient all-reduce),
@@ -25,8 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
-import re
 from typing import Any
 
 import jax
@@ -35,114 +36,18 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from datarax_course._cases import Unavailable, draw
-from datarax_course._core import call, exercise
+from datarax_course._cases import Unavailable, counted, counted_here, draw
+from datarax_course._core import call, exercise, keys_banned
 from datarax_course._feedback import Feedback, Rejected, right, wrong
 from datarax_course._hlo_tpu import FIVE_COLLECTIVES_V5E_2X4
 from datarax_course._values import plain, reject, shown, whole
 
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "collective-permute", "all-to-all")
+NAME = "12.collectives_of"
 _EXPECTED = (
     "a dict from each collective the program has to the bytes of its results, such as "
     '{"all-reduce": 4096}'
 )
-# One instruction: `[ROOT] %name = SHAPE kind[-start|-done](operands), attributes`. The
-# shape may be a tuple, `(f32[8]{0}, /*index=5*/f32[8]{0})`, with comments inside.
-_INSTRUCTION = re.compile(
-    r"^[ \t]*(?:ROOT[ \t]+)?%?[\w.\-]+[ \t]*=[ \t]*(?P<shape>[^\n]*?)[ \t]"
-    rf"(?P<kind>{'|'.join(KINDS)})(?P<phase>-start|-done)?\((?P<rest>[^\n]*)$",
-    re.MULTILINE,
-)
-# Any instruction, to find an operand's shape by its name.
-_DEFINITION = re.compile(
-    r"^[ \t]*(?:ROOT[ \t]+)?%?(?P<name>[\w.\-]+)[ \t]*=[ \t]*(?P<shape>[^\n]*?)[ \t]"
-    r"[a-z][\w\-]*\(",
-    re.MULTILINE,
-)
-# One array in a shape: a dtype (f32, bf16, pred, s8, f8e4m3fn, ...) and its dimensions.
-_ARRAY = re.compile(r"(?<![\w.])(?P<dtype>pred|[a-z]+[0-9][a-z0-9]*)\[(?P<dims>[0-9,]*)\]")
-
-
-@dataclasses.dataclass(frozen=True)
-class Collective:
-    """One collective instruction of a compiled program's text."""
-
-    kind: str  # "all-gather", ...
-    phase: str  # "" for a plain operation, "-start" or "-done" for an asynchronous pair
-    result: str  # the result's shape, as printed: an array or a tuple of arrays
-    operands: str  # what is between the instruction's parentheses
-    line: str  # the instruction, as printed
-
-    @property
-    def counted(self) -> bool:
-        """Whether this instruction is the one its collective is counted by."""
-        return self.phase != "-start"
-
-
-def _arrays(shape: str) -> list[tuple[str, int]]:
-    """(dtype, elements) of every array in a shape's text."""
-    found = []
-    for array in _ARRAY.finditer(shape):
-        dims = [int(d) for d in array.group("dims").split(",") if d]
-        found.append((array.group("dtype"), math.prod(dims)))
-    return found
-
-
-def _bits(dtype: str) -> int:
-    if dtype == "pred":
-        return 8
-    digits = re.search(r"[0-9]+", dtype)
-    return int(digits.group()) if digits else 0
-
-
-def shape_bytes(shape: str) -> int:
-    """Bytes of the arrays in an HLO shape's text (a tuple's arrays added up).
-
-    Example:
-        >>> shape_bytes("(f32[8,2]{1,0}, /*index=1*/bf16[4]{0})")
-        72
-    """
-    return sum((elements * _bits(dtype) + 7) // 8 for dtype, elements in _arrays(shape))
-
-
-def _operands(rest: str) -> str:
-    """The text between an instruction's parentheses (`rest` starts right after "(")."""
-    depth = 1
-    for position, char in enumerate(rest):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth == 0:
-            return rest[:position]
-    return rest
-
-
-def collectives(text: str) -> list[Collective]:
-    """Every collective instruction in a compiled program's text, in the text's order.
-
-    Example:
-        >>> line = "%all-reduce = f32[4]{0} all-reduce(f32[4]{0} %x), to_apply=%add"
-        >>> [(c.kind, c.phase, shape_bytes(c.result)) for c in collectives(line)]
-        [('all-reduce', '', 16)]
-    """
-    return [
-        Collective(
-            kind=found.group("kind"),
-            phase=found.group("phase") or "",
-            result=found.group("shape"),
-            operands=_operands(found.group("rest")),
-            line=found.group(0).strip(),
-        )
-        for found in _INSTRUCTION.finditer(text)
-    ]
-
-
-def collective_bytes(text: str) -> dict[str, int]:
-    """{kind: bytes of the results of that kind's collectives on one device}, each
-    collective counted once (an asynchronous pair by its ``-done``)."""
-    found: dict[str, int] = {}
-    for op in collectives(text):
-        if op.counted:
-            found[op.kind] = found.get(op.kind, 0) + shape_bytes(op.result)
-    return found
 
 
 # The programs the checker compiles -------------------------------------------------------
@@ -317,40 +222,6 @@ def _answer(value: Any) -> dict[str, int]:
     return answer
 
 
-def _variants(ops: list[Collective], text: str) -> dict[str, dict[str, int]]:
-    """What common wrong readings of the same text give, by what they got wrong."""
-    shapes = {found.group("name"): found.group("shape") for found in _DEFINITION.finditer(text)}
-
-    def total(pick: Any, size: Any) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for op in ops:
-            if pick(op):
-                found[op.kind] = found.get(op.kind, 0) + size(op)
-        return found
-
-    def operand_bytes(op: Collective) -> int:
-        if _arrays(op.operands):  # older XLA prints each operand's shape before its name
-            return shape_bytes(op.operands)
-        names = re.findall(r"%([\w.\-]+)", op.operands)
-        return sum(shape_bytes(shapes.get(name, "")) for name in names)
-
-    def first_array(op: Collective) -> int:
-        arrays = _arrays(op.result)
-        return (arrays[0][1] * _bits(arrays[0][0]) + 7) // 8 if arrays else 0
-
-    every = lambda op: True  # noqa: E731
-    counted = lambda op: op.counted  # noqa: E731
-    not_done = lambda op: op.phase != "-done"  # noqa: E731
-    return {
-        "twice": total(every, lambda op: shape_bytes(op.result)),
-        "starts": total(not_done, lambda op: shape_bytes(op.result)),
-        "operands": total(not_done, operand_bytes),
-        "first array": total(counted, first_array),
-        "elements": total(counted, lambda op: sum(n for _, n in _arrays(op.result))),
-        "count": total(counted, lambda op: 1),
-    }
-
-
 _MISTAKES = {
     "twice": "you counted an asynchronous collective twice, by its -start and by its "
     "-done: count each collective once (skip the -start, whose result also holds the "
@@ -369,14 +240,12 @@ _MISTAKES = {
 }
 
 
-def _shown_ops(ops: list[Collective], kind: str) -> str:
+def _shown_ops(ops: list[Any], kind: str) -> str:
     lines = [op.line for op in ops if op.kind == kind][:3]
     return "; ".join(line if len(line) <= 150 else line[:147] + "..." for line in lines)
 
 
-def _difference(
-    case: str, got: dict[str, int], expected: dict[str, int], ops: list[Collective]
-) -> str:
+def _difference(case: str, got: dict[str, int], expected: dict[str, int], ops: list[Any]) -> str:
     for kind in sorted(set(got) - set(KINDS)):
         return (
             f"for {case}, your dict has the key {shown(kind)}, which is not a collective: "
@@ -401,7 +270,7 @@ def _difference(
 
 
 @exercise(
-    "12.collectives_of",
+    NAME,
     idea="each collective is one line of the compiled text, `%name = SHAPE kind(...)`: its "
     "result's shape (an array, or a tuple of arrays) comes before the operation's name, "
     "and an asynchronous collective is a -start and a -done line that count once.",
@@ -412,17 +281,19 @@ def _difference(
     "dtype's bits / 8 (pred: 1 byte); add them up by kind.",
 )
 def _collectives_of(answer: Any) -> Feedback:
+    found = counted(NAME)
+    bans = keys_banned(found, "the checker's own reading")
     cases = _cases()
-    for case, text in cases:
-        got = _answer(call(answer, text))
-        expected = collective_bytes(text)
-        if got == expected:
+    answers = [_answer(call(answer, text, bans=bans)) for _, text in cases]
+    reading = counted_here(NAME, found)  # every case answered before any is read
+    for (case, text), got in zip(cases, answers, strict=True):
+        read = reading(text)
+        if got == read.expected:
             continue
-        ops = collectives(text)
-        for mistake, reading in _variants(ops, text).items():
-            if got == reading and reading != expected:
+        for mistake, variant in read.variants.items():
+            if got == variant and variant != read.expected:
                 return wrong(f"for {case}, {_MISTAKES[mistake]}")
-        return wrong(_difference(case, got, expected, ops))
+        return wrong(_difference(case, got, read.expected, read.ops))
     return right(
         f"your readings match the compiled text of all {len(cases)} programs: data "
         "parallelism, FSDP, a weight split over 'model', and the five collectives on these "

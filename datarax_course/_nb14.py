@@ -5,15 +5,19 @@ arrays), an optax optimizer, a mesh and a PartitionSpec per parameter, the bytes
 one device holds of the parameters, of their gradients and of the optimizer's state,
 as ``{"params": ..., "grads": ..., "optimizer": ...}``.
 
-The right answers come from JAX and optax: the state's leaves, with their shapes and
-dtypes, from ``jax.eval_shape(optimizer.init, params)``; the spec of each state leaf
-from ``optax.tree_utils.tree_map_params`` (a leaf that mirrors a parameter, such as
-Adam's moments, takes that parameter's spec; any other, such as Adam's step count, is
+The right answers come from JAX and optax, computed by the answer keys
+(`datarax_course._keys.memory_truth`, where the keys are) once the reader's function has
+answered every case: the state's leaves, with their shapes and dtypes, from
+``jax.eval_shape(optimizer.init, params)``; the spec of each state leaf from
+``optax.tree_utils.tree_map_params`` (a leaf that mirrors a parameter, such as Adam's
+moments, takes that parameter's spec; any other, such as Adam's step count, is
 replicated); and each leaf's bytes on one device from
 ``NamedSharding(mesh, spec).shard_shape(shape)`` times its dtype's size. A gradient has
-its parameter's shape, dtype and sharding. The trees, dtypes, optimizers and specs are
-drawn with ``draw("14.bytes_per_device")``, other ones when grading, on meshes of the
-devices at hand.
+its parameter's shape, dtype and sharding. The prompt asks for that arithmetic without
+the library's own byte counts, so `datarax.viz.leaf_summaries` (which `viz.summarize`
+reads too) is refused while the reader's function runs. The trees, dtypes, optimizers
+and specs are drawn with ``draw("14.bytes_per_device")``, other ones when grading, on
+meshes of the devices at hand.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, PartitionSpec
 
-from datarax_course._cases import draw
-from datarax_course._core import call, exercise
+from datarax.viz import leaf_summaries
+from datarax_course._cases import counted, counted_here, draw
+from datarax_course._core import Ban, call, exercise, keys_banned
 from datarax_course._feedback import Feedback, Rejected, right, wrong
 from datarax_course._nb01 import spec_text
 from datarax_course._values import number, plain, reject, shown
@@ -52,6 +57,9 @@ _OPTIMIZERS: dict[str, Callable[[], optax.GradientTransformation]] = {
 }
 _DTYPES = ("float32", "bfloat16", "float16")
 _LAYOUTS = ("DP", "FSDP", "FSDP + TP", "a spec drawn per leaf")
+# The prompt asks for the arithmetic without the library's byte counts, which
+# `viz.summarize` reads too.
+_NO_SUMMARIES = (Ban(leaf_summaries, "__code__", "datarax.viz.leaf_summaries"),)
 
 
 def _is_spec(value: Any) -> bool:
@@ -201,66 +209,6 @@ def _cases() -> Iterator[_Case]:
             yield _Case(shapes, dtypes, optimizer, mesh, layout, specs, arrays)
 
 
-def _leaf_bytes(leaf: Any, spec: PartitionSpec, mesh: Mesh) -> int:
-    block = NamedSharding(mesh, spec).shard_shape(tuple(leaf.shape))
-    return math.prod(block) * np.dtype(leaf.dtype).itemsize
-
-
-def _state_specs(optimizer: Any, state: Any, specs: Any) -> Any:
-    return optax.tree_utils.tree_map_params(
-        optimizer,
-        lambda _, spec: spec,
-        state,
-        specs,
-        transform_non_params=lambda _: PartitionSpec(),
-        is_leaf=_is_spec,
-    )
-
-
-class _Truth:
-    """The right answer to one case, and the sums that common mistakes give."""
-
-    def __init__(self, case: _Case) -> None:
-        params, optimizer, mesh, specs = case.arguments()
-        spec_leaves = jax.tree.leaves(specs, is_leaf=_is_spec)
-        param_leaves = jax.tree.leaves(params)
-        state = jax.eval_shape(optimizer.init, params)
-        state_specs = jax.tree.leaves(_state_specs(optimizer, state, specs), is_leaf=_is_spec)
-        state_leaves = jax.tree.leaves(state)
-        self.mesh = mesh
-        self.params = sum(map(_leaf_bytes, param_leaves, spec_leaves, [mesh] * len(spec_leaves)))
-        self.optimizer = sum(
-            _leaf_bytes(leaf, spec, mesh)
-            for leaf, spec in zip(state_leaves, state_specs, strict=True)
-        )
-        # What the mistakes give, part by part.
-        self.param_elements = sum(
-            math.prod(NamedSharding(mesh, s).shard_shape(tuple(leaf.shape)))
-            for leaf, s in zip(param_leaves, spec_leaves, strict=True)
-        )
-        self.param_whole = sum(_full_bytes(leaf) for leaf in param_leaves)
-        self.param_all_divided = sum(_full_bytes(leaf) / mesh.size for leaf in param_leaves)
-        scalars = [
-            (leaf, spec)
-            for leaf, spec in zip(state_leaves, state_specs, strict=True)
-            if np.ndim(leaf) == 0
-        ]
-        self.scalars = sum(_leaf_bytes(leaf, spec, mesh) for leaf, spec in scalars)
-        mirrors = len(state_leaves) - len(scalars)  # leaves that mirror a parameter
-        self.mirror_copies = mirrors // max(len(param_leaves), 1)
-        self.optimizer_elements = sum(
-            math.prod(NamedSharding(mesh, s).shard_shape(tuple(leaf.shape)))
-            for leaf, s in zip(state_leaves, state_specs, strict=True)
-        )
-        self.optimizer_whole = sum(_full_bytes(leaf) for leaf in state_leaves)
-        self.optimizer_all_divided = sum(_full_bytes(leaf) / mesh.size for leaf in state_leaves)
-        self.in_param_dtypes = self.scalars + self.mirror_copies * self.params
-
-
-def _full_bytes(leaf: Any) -> int:
-    return math.prod(leaf.shape) * np.dtype(leaf.dtype).itemsize
-
-
 def _read(value: Any) -> dict[str, float]:
     """The reader's dict of three numbers (numbers as floats, checked whole later)."""
     read = plain(value, "bytes_per_device's result", _EXPECTED)
@@ -277,14 +225,12 @@ def _read(value: Any) -> dict[str, float]:
     return {part: number(read[part], f"your {part!r} bytes") for part in _PARTS}
 
 
-def _diagnosis(part: str, got: float, truth: _Truth) -> str:
-    """What a common mistake gave, or "" when the number is none of them."""
-    if part in ("params", "grads"):
-        elements, whole, divided = truth.param_elements, truth.param_whole, truth.param_all_divided
-        right_value = truth.params
-    else:
-        elements, whole = truth.optimizer_elements, truth.optimizer_whole
-        divided, right_value = truth.optimizer_all_divided, truth.optimizer
+def _diagnosis(part: str, got: float, truth: Any) -> str:
+    """What a common mistake gave, or "" when the number is none of them (`truth`: the
+    answer keys' `Held` of the case)."""
+    kind = "optimizer" if part == "optimizer" else "params"
+    right_value = truth.optimizer if part == "optimizer" else truth.params
+    elements, whole, divided = truth.elements[kind], truth.whole[kind], truth.divided[kind]
     if part == "grads" and got == 0:
         return (
             " Every parameter has a gradient of its shape, dtype and sharding: the gradients "
@@ -349,10 +295,13 @@ def _diagnosis(part: str, got: float, truth: _Truth) -> str:
     "(is_leaf=lambda x: isinstance(x, P) for the specs).",
 )
 def _bytes_per_device(answer: Any) -> Feedback:
-    tried = 0
-    for case in _cases():
-        got = _read(call(answer, *case.arguments()))
-        truth = _Truth(case)
+    found = counted(_NAME)
+    bans = (*_NO_SUMMARIES, *keys_banned(found, "the checker's own count"))
+    cases = list(_cases())
+    answers = [_read(call(answer, *case.arguments(), bans=bans)) for case in cases]
+    held_of = counted_here(_NAME, found)  # every case answered before any is counted
+    for case, got in zip(cases, answers, strict=True):
+        truth = held_of(*case.arguments())
         expected = {"params": truth.params, "grads": truth.params, "optimizer": truth.optimizer}
         for part in _PARTS:
             value = got[part]
@@ -371,12 +320,11 @@ def _bytes_per_device(answer: Any) -> Feedback:
                 f"for {case.text()}, one device holds {expected[part]:,} bytes of "
                 f"{_WHAT[part]}, but your function returned {said}." + mistake
             )
-        tried += 1
     meshes = "1-D and 2-D meshes" if len(_meshes()) == 2 else "a 1-D mesh"
     return right(
-        f"parameters, gradients and optimizer state match JAX's shard shapes in all {tried} "
-        "cases: Adam, AdamW, Lion, SGD with and without momentum, a chain, moments in "
-        f"another dtype, replicated and split leaves on {meshes}."
+        f"parameters, gradients and optimizer state match JAX's shard shapes in all "
+        f"{len(cases)} cases: Adam, AdamW, Lion, SGD with and without momentum, a chain, "
+        f"moments in another dtype, replicated and split leaves on {meshes}."
     )
 
 

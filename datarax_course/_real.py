@@ -8,10 +8,14 @@ These exercises then run the real thing and compare:
 compared with what `JaxProcessSharder.shard_data` gives that host.
 ``07.predicted_epoch``: the reader measures a source and a step they have not seen and
 predicts a loop's time, from two batches and two steps at most (the source and the step
-refuse more, so the prediction cannot be the loop timed), three times, of which the
-median counts (a batch or a step stalled by a busy machine makes one prediction wrong, not
-the answer); the checker then times the loop, through `prefetch_to_device` or not (the
-one checker whose right answer is a measurement, taken by whoever judges).
+refuse more, `prefetch_to_device` is refused, and a prediction that spends half of the
+time it predicts outside the batches and steps it was handed has run a loop of its own:
+refused too), three times, of which the median counts (a batch or a step stalled by a
+busy machine makes one prediction wrong, not the answer). The source's first batch takes
+longer than the rest (it opens its files), so the two batches a prediction sees differ
+from those that follow, as a real source's do. Then the answer keys time the loop,
+through `prefetch_to_device` or not (the one checker whose right answer is a
+measurement, taken by whoever judges).
 ``09.unread_rows``: the reader names the rows per-host pipelines leave unread when they
 stop together; the checker runs each host's `Pipeline` for the batches they agree on.
 ``10.backward_flops``: the reader asks XLA how many FLOPs a backward pass costs per row;
@@ -33,9 +37,8 @@ from flax import nnx
 
 from datarax.pipeline import Pipeline, prefetch_to_device
 from datarax.sharding import JaxProcessSharder, shard_bounds
-from datarax_course._answers import recording_now
-from datarax_course._cases import NotJudgedHere, draw
-from datarax_course._core import Ban, call, exercise
+from datarax_course._cases import counted, counted_here, draw
+from datarax_course._core import Ban, call, exercise, keys_banned
 from datarax_course._feedback import Feedback, right, wrong
 from datarax_course._values import array, items, number, plain, reject
 
@@ -104,23 +107,29 @@ def _split_batch(answer: Any) -> Feedback:
 
 # 07.predicted_epoch ---------------------------------------------------------------------
 # The prediction is asked first, on a source and a step that give `_TIMED` batches and
-# `_TIMED` steps in all: enough to time one of each, never the loop it predicts. Only then
-# does the checker time the loops itself, on a source and a step without that limit.
+# `_TIMED` steps in all: enough to time one of each, never the loop it predicts. The
+# source opens its files on the first batch, which takes `opening_ms` more than the rest.
+# Only then are the loops timed, on a source and a step without that limit, by the
+# answer keys' `loop_ms` (the grader's, in its own process, when grading).
 
+NAME_07 = "07.predicted_epoch"
 _LOOP_STEPS = 8
 _TIMED = 2  # batches, and steps, a prediction may take
 _PREDICTIONS = 3  # asked per loop; the median is judged, so one stalled batch does not decide
 _THE_LOOP = (
     f"the loop it predicts (batch {_TIMED + 1} of make_batches(), or call {_TIMED + 1} of step)"
 )
+# A prediction that spends this share of the time it predicts, and more than
+# `_OWN_MS_FLOOR`, outside the batches and steps it is handed has run a loop of its own.
+_OWN_SHARE, _OWN_MS_FLOOR = 0.5, 20.0
 
 
 class _Allowance:
     """How many more batches, or steps, a prediction may take (None: no limit, as in the
-    checker's own loops)."""
+    checker's own loops), and the milliseconds they took (`spent_ms`)."""
 
     def __init__(self, left: int | None = None) -> None:
-        self.left = left
+        self.left, self.spent_ms = left, 0.0
 
     def take(self) -> None:
         """One more batch or step; past the allowance, refused as the loop itself."""
@@ -132,14 +141,20 @@ class _Allowance:
             raise Forbidden(_THE_LOOP)
         self.left -= 1
 
+    def wait(self, ms: float) -> None:
+        """Waits `ms` milliseconds, counted as time the batches or steps took."""
+        start = time.perf_counter()
+        time.sleep(ms / 1e3)
+        self.spent_ms += (time.perf_counter() - start) * 1e3
 
-def _source(input_ms: float, allowance: _Allowance | None = None) -> Any:
+
+def _source(input_ms: float, opening_ms: float, allowance: _Allowance | None = None) -> Any:
     allowed = allowance or _Allowance()
 
     def make_batches() -> Iterator[dict[str, np.ndarray]]:
         for index in range(_LOOP_STEPS):
             allowed.take()
-            time.sleep(input_ms / 1e3)  # reading and decoding a batch
+            allowed.wait(input_ms + (opening_ms if index == 0 else 0.0))  # read, decode
             yield {"x": np.full((4, 2), index, np.float32)}
 
     return make_batches
@@ -150,36 +165,51 @@ def _step(step_ms: float, allowance: _Allowance | None = None) -> Any:
 
     def step(batch: Any) -> None:
         allowed.take()
-        time.sleep(step_ms / 1e3)  # the host waits while the accelerator runs the step
+        allowed.wait(step_ms)  # the host waits while the accelerator runs the step
 
     return step
 
 
-def _handed(input_ms: float, step_ms: float) -> tuple[Any, Any]:
-    """The source and the step a prediction is handed: as slow as the loop's, but giving
-    `_TIMED` batches and `_TIMED` steps in all, however often make_batches() is called."""
-    return _source(input_ms, _Allowance(_TIMED)), _step(step_ms, _Allowance(_TIMED))
+class _Prediction:
+    """The reader's function, timed: past a share of its own prediction spent outside the
+    batches and steps it was handed (`handed`, their allowances), it has run a loop of its
+    own, and is refused as the loop itself."""
+
+    def __init__(self, answer: Any, handed: tuple[_Allowance, ...]) -> None:
+        self.answer, self.handed = answer, handed
+
+    def __call__(self, *args: Any) -> Any:
+        from datarax_course._feedback import Forbidden, Rejected
+
+        start = time.perf_counter()
+        result = self.answer(*args)
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+        own_ms = elapsed_ms - sum(allowance.spent_ms for allowance in self.handed)
+        try:
+            predicted = number(result, "your prediction")
+        except Rejected:  # not a number: the checker says so once it reads it
+            return result
+        if own_ms > max(_OWN_SHARE * predicted, _OWN_MS_FLOOR):
+            raise Forbidden(
+                f"a loop of its own ({own_ms:.0f} ms besides the batches and steps it was "
+                f"handed, for a prediction of {predicted:.0f} ms)"
+            )
+        return result
 
 
-def _timed_ms(make_batches: Any, step: Any, prefetch: bool) -> float:
-    start = time.perf_counter()
-    if prefetch:
-        with prefetch_to_device(make_batches(), size=2) as batches:
-            for batch in batches:
-                step(batch)
-    else:
-        for batch in make_batches():
-            step(batch)
-    return (time.perf_counter() - start) * 1e3
-
-
-def _median_prediction(answer: Any, step_ms: float, input_ms: float, prefetch: bool) -> float:
-    """The median of `_PREDICTIONS` predictions of one loop, each on a fresh handed source
-    and step."""
-    predictions = [
-        number(call(answer, *_handed(input_ms, step_ms), _LOOP_STEPS, prefetch), "your prediction")
-        for _ in range(_PREDICTIONS)
-    ]
+def _median_prediction(
+    answer: Any, setting: tuple[float, float, float], prefetch: bool, bans: Any
+) -> float:
+    """The median of `_PREDICTIONS` predictions of one loop, each on a freshly handed
+    source and step (`setting`: input_ms, opening_ms, step_ms)."""
+    input_ms, opening_ms, step_ms = setting
+    predictions = []
+    for _ in range(_PREDICTIONS):
+        handed = (_Allowance(_TIMED), _Allowance(_TIMED))
+        source, step = _source(input_ms, opening_ms, handed[0]), _step(step_ms, handed[1])
+        timed = _Prediction(answer, handed) if callable(answer) else answer
+        got = call(timed, source, step, _LOOP_STEPS, prefetch, bans=bans)
+        predictions.append(number(got, "your prediction"))
     return float(np.median(predictions))
 
 
@@ -187,46 +217,55 @@ def _close(predicted: float, measured: float) -> bool:
     return abs(predicted - measured) <= max(0.2 * measured, 25.0)
 
 
+def _settings() -> list[tuple[float, float, float]]:
+    """(input_ms, opening_ms, step_ms) of the two sources and steps: a batch and a step of
+    10 to 20 ms each, the source's first batch 3 times their sum more (opening its files):
+    a prediction that leaves the opening out is short by over a fifth of any loop."""
+    rng = draw(NAME_07)
+    settings = []
+    for _ in range(2):
+        input_ms, step_ms = float(rng.integers(10, 21)), float(rng.integers(10, 21))
+        settings.append((input_ms, 3 * (input_ms + step_ms), step_ms))
+    return settings
+
+
 @exercise(
-    "07.predicted_epoch",
-    idea="time one batch of make_batches() and one step (while you predict, they give two "
-    "of each, never the loop), then let your epoch_ms do the rest.",
-    method="it = make_batches(); t0 = time.perf_counter(); batch = next(it); input_ms = "
-    "(time.perf_counter() - t0) * 1e3; time step(batch) the same way for step_ms; return "
-    "epoch_ms(step_ms, input_ms, steps, prefetch).",
+    NAME_07,
+    idea="time the first two batches of make_batches() and one step (while you predict, "
+    "they give two of each, never the loop): the first batch pays a one-off cost of "
+    "opening the source, the second is what every later batch takes; then let your "
+    "epoch_ms do the rest.",
+    method="it = make_batches(); t0 = time.perf_counter(); batch = next(it); t1 = "
+    "time.perf_counter(); next(it); t2 = time.perf_counter(); input_ms = (t2 - t1) * 1e3 "
+    "and opening_ms = (t1 - t0) * 1e3 - input_ms; time step(batch) the same way for "
+    "step_ms; return opening_ms + epoch_ms(step_ms, input_ms, steps, prefetch).",
 )
 def _predicted_epoch(answer: Any) -> Feedback:
-    rng = draw("07.predicted_epoch")
-    settings = [(float(rng.integers(10, 31)), float(rng.integers(10, 31))) for _ in range(2)]
-    cases = [
-        (step_ms, input_ms, prefetch)
-        for step_ms, input_ms in settings
-        for prefetch in (False, True)
-    ]
-    predicted = [  # every prediction made before any loop is timed
-        _median_prediction(answer, step_ms, input_ms, prefetch)
-        for step_ms, input_ms, prefetch in cases
-    ]
-    if recording_now():  # the grader times the loops itself
-        raise NotJudgedHere("07.predicted_epoch")
-    for (step_ms, input_ms, prefetch), guess in zip(cases, predicted, strict=True):
-        make_batches, step = _source(input_ms), _step(step_ms)
-        measured = [_timed_ms(make_batches, step, prefetch)]
+    found = counted(NAME_07)
+    bans = (
+        Ban(prefetch_to_device, "__code__", "prefetch_to_device (a loop, not a prediction)"),
+        *keys_banned(found, "the checker's own loop"),
+    )
+    cases = [(setting, prefetch) for setting in _settings() for prefetch in (False, True)]
+    predicted = [_median_prediction(answer, setting, prefetch, bans) for setting, prefetch in cases]
+    timed_ms = counted_here(NAME_07, found)  # every prediction made before any loop is timed
+    for ((input_ms, opening_ms, step_ms), prefetch), guess in zip(cases, predicted, strict=True):
+        measured = [timed_ms(input_ms, opening_ms, step_ms, prefetch)]
         while (
             not _close(guess, min(measured, key=lambda ms: abs(ms - guess))) and len(measured) < 3
         ):
-            measured.append(_timed_ms(make_batches, step, prefetch))  # a busy machine: again
+            measured.append(timed_ms(input_ms, opening_ms, step_ms, prefetch))  # busy: again
         nearest = min(measured, key=lambda ms: abs(ms - guess))
         if not _close(guess, nearest):
             how = "with prefetch_to_device(size=2)" if prefetch else "one after the other"
             return wrong(
                 f"a loop of {_LOOP_STEPS} batches {how} took {nearest:.0f} ms here, and you "
                 f"predicted {guess:.0f} ms (the batches take about {input_ms:g} ms to "
-                f"produce, a step about {step_ms:g} ms)."
+                f"produce, the first {opening_ms:g} ms more, a step about {step_ms:g} ms)."
             )
     return right(
         f"your predictions came within 20% of {len(cases)} real loops, with and without "
-        "prefetch_to_device."
+        "prefetch_to_device, their first batch slower than the rest."
     )
 
 
@@ -297,22 +336,10 @@ def _unread_rows(answer: Any) -> Feedback:
 
 
 # 10.backward_flops ------------------------------------------------------------------------
-# The reference, XLA's own count, lives in datarax_course._keys (COUNTS), which a graded
-# kernel's copy of the course lacks: there the checker only records what the reader's
-# function returns, and the grader counts in its own process. Elsewhere the checker
-# imports it, and bans it while the reader's function runs.
-
-
-def _xla_count() -> Any:
-    """The checker's reference count, where this installation has it; None in a kernel
-    being graded, whose copy of the course has no answer keys."""
-    import importlib
-
-    try:
-        keys = importlib.import_module("datarax_course._keys")
-    except ImportError:
-        return None
-    return keys.COUNTS["10.backward_flops"]
+# The reference, XLA's own count, lives in the answer keys (`datarax_course._keys.COUNTS`),
+# which a graded kernel's copy of the course lacks: there the checker only records what
+# the reader's function returns, and the grader counts in its own process. Elsewhere the
+# checker bans it while the reader's function runs.
 
 
 def _model(widths: list[int]) -> tuple[Any, Any]:
@@ -341,26 +368,18 @@ def _model(widths: list[int]) -> tuple[Any, Any]:
     "params, x)) - (flops(loss, params, 2x) - flops(loss, params, x)), divided by the rows.",
 )
 def _backward_flops(answer: Any) -> Feedback:
-    from datarax_course._cases import Unavailable
-
     rng = draw("10.backward_flops")
     shapes = [[16, 64, 64, 8]]
     shapes.append([int(n) for n in rng.integers(4, 97, size=int(rng.integers(3, 6)))])
-    count = _xla_count()
-    bans = () if count is None else (Ban(count, "__code__", "the checker's own XLA count"),)
+    found = counted("10.backward_flops")
+    bans = keys_banned(found, "the checker's own XLA count")
     cases = []
     for widths in shapes:  # every case answered before any right answer is computed
         loss, params = _model(widths)
         batch = jnp.ones((int(rng.integers(8, 65)), widths[0]))
         got = call(answer, loss, params, batch, bans=bans)
         cases.append((widths, loss, params, batch, number(got, "backward_flops_per_row's result")))
-    if recording_now():  # a kernel being graded: the grader counts in its own process
-        raise NotJudgedHere("10.backward_flops")
-    if count is None:
-        raise Unavailable(
-            "this copy of the course has no reference count for 10.backward_flops (a kernel "
-            "being graded): the grader counts XLA's FLOPs itself, in its own process."
-        )
+    count = counted_here("10.backward_flops", found)
     per_weight = []
     for widths, loss, params, batch, got in cases:
         expected = count(loss, params, batch)

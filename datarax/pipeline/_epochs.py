@@ -41,6 +41,7 @@ class SourceEpochs:
         self._length = length
         self._bases: dict[int, str] = {}
         self._resumed = 0  # the epoch whose basis came from a state (or the first)
+        self._views: dict[int, Any] = {}
 
     def basis(self, epoch: int) -> dict[str, Any] | None:
         """The basis of `epoch`, from the nearest epoch before it whose basis is known (the
@@ -65,9 +66,14 @@ class SourceEpochs:
                 del self._bases[number]
 
     def of(self, epoch: int) -> Any:
-        """The records of `epoch`."""
-        basis = self.basis(epoch)
-        return self.source if basis is None else self.source.for_epoch(basis)
+        """The records of `epoch` (the last few asked are kept)."""
+        if not self.changes:
+            return self.source
+        if epoch not in self._views:
+            if len(self._views) >= 2:
+                del self._views[next(iter(self._views))]
+            self._views[epoch] = self.source.for_epoch(self.basis(epoch))
+        return self._views[epoch]
 
     def length(self, epoch: int) -> int:
         """How many records `epoch` has."""
@@ -91,3 +97,4 @@ class SourceEpochs:
         """
         self.source.for_epoch(basis)  # raises where it is not one of the source's
         self._bases, self._resumed = {epoch: json.dumps(basis, sort_keys=True)}, epoch
+        self._views = {}

@@ -13,6 +13,12 @@ copied in a thread, or recompiled from its source; a recorder that replays answe
 the tutorial's solution read from the original notebook or rebuilt from its text
 file; a notebook that imports the key. Each of them writes its own answer only through
 those means; an honest student's answer is right whoever ran before it.
+
+Then the exercises whose right answers the judging machine computes (07.predicted_epoch,
+11.attention_mask, 12.collectives_of, 14.bytes_per_device), in notebooks of their own:
+a student who borrows the checker's reference (imports it from the checker's module,
+walks the stack to the checker's frame, calls the lesson's own helpers, times a loop
+rebuilt from the checker's source or from sleeps), and one who answers honestly.
 """
 
 from __future__ import annotations
@@ -281,6 +287,170 @@ def epoch_ms(step_ms, input_ms, steps, prefetch):
 """
 
 
+# The references out of the kernel's reach: 07.predicted_epoch, 11, 12 and 14 -----------
+
+IMPORTS = """\
+import importlib, inspect, math, re, threading, time
+import jax, jax.numpy as jnp, numpy as np, optax
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+from datarax import viz
+from datarax.pipeline import prefetch_to_device
+from datarax_course import check
+"""
+TWO_BATCHES = """\
+def timed_apart(make_batches, step):
+    batches = make_batches()
+    start = time.perf_counter()
+    batch = next(batches)
+    first = time.perf_counter()
+    next(batches)
+    input_ms = (time.perf_counter() - first) * 1e3
+    opening_ms = (first - start) * 1e3 - input_ms
+    start = time.perf_counter()
+    step(batch)
+    return input_ms, opening_ms, (time.perf_counter() - start) * 1e3
+"""
+CHECKER_FRAMES = """\
+def checker_frames():
+    frames = [record.frame for record in inspect.stack()]
+    return [f for f in frames if f.f_globals.get("__name__", "").startswith("datarax_course")]
+"""
+CHECKS = {
+    "07.predicted_epoch": "predicted_ms",
+    "11.attention_mask": "attention_mask",
+    "12.collectives_of": "collectives_of",
+    "14.bytes_per_device": "bytes_per_device",
+}
+HONEST_ANSWERS = [
+    TWO_BATCHES
+    + """
+def predicted_ms(make_batches, step, steps, prefetch):
+    input_ms, opening_ms, step_ms = timed_apart(make_batches, step)
+    if not prefetch:
+        return opening_ms + steps * (step_ms + input_ms)
+    return opening_ms + input_ms + step_ms + (steps - 1) * max(step_ms, input_ms)
+""",
+    """\
+def attention_mask(segment_ids):
+    ids = np.asarray(segment_ids)
+    causal = np.tril(np.ones((len(ids), len(ids)), bool))
+    return (ids[:, None] == ids[None, :]) & (ids[:, None] > 0) & causal
+""",
+    """\
+def collectives_of(text):
+    kinds = "all-gather|reduce-scatter|all-reduce|collective-permute|all-to-all"
+    found = {}
+    for shape, kind, phase in re.findall(rf"=\\s*(.*?)\\s({kinds})(-start|-done)?\\(", text):
+        if phase != "-start":
+            for dtype, dims in re.findall(r"(pred|[a-z]+\\d\\w*)\\[([\\d,]*)\\]", shape):
+                bits = 8 if dtype == "pred" else int(re.findall(r"\\d+", dtype)[0])
+                size = math.prod(int(n) for n in dims.split(",") if n)
+                found[kind] = found.get(kind, 0) + size * bits // 8
+    return found
+""",
+    """\
+def bytes_per_device(params, optimizer, mesh, specs):
+    def held(tree, tree_specs):
+        leaves = jax.tree.leaves(tree)
+        spec_leaves = jax.tree.leaves(tree_specs, is_leaf=lambda x: isinstance(x, P))
+        return sum(
+            math.prod(NamedSharding(mesh, s).shard_shape(leaf.shape))
+            * np.dtype(leaf.dtype).itemsize
+            for leaf, s in zip(leaves, spec_leaves, strict=True)
+        )
+
+    state = jax.eval_shape(optimizer.init, params)
+    state_specs = optax.tree_utils.tree_map_params(
+        optimizer, lambda _, spec: spec, state, specs,
+        transform_non_params=lambda _: P(), is_leaf=lambda x: isinstance(x, P),
+    )
+    parameters = held(params, specs)
+    return {"params": parameters, "grads": parameters, "optimizer": held(state, state_specs)}
+""",
+]
+# The issue's seven ways of borrowing a reference, four in one notebook, three in another.
+BORROWED = [
+    TWO_BATCHES
+    + """
+def predicted_ms(make_batches, step, steps, prefetch):  # the checker's own source, step, loop
+    real = importlib.import_module("datarax_course._real")
+    input_ms, opening_ms, step_ms = timed_apart(make_batches, step)
+    source, rebuilt = real._source(input_ms, opening_ms), real._step(step_ms)
+    if hasattr(real, "_timed_ms"):
+        return real._timed_ms(source, rebuilt, prefetch)
+    start = time.perf_counter()
+    for batch in source():
+        rebuilt(batch)
+    return (time.perf_counter() - start) * 1e3
+""",
+    "from datarax_course._nb11 import _flax_mask as attention_mask\n",
+    "from datarax_course._nb12 import collective_bytes as collectives_of\n",
+    CHECKER_FRAMES
+    + """
+def bytes_per_device(params, optimizer, mesh, specs):  # the checker's case, its _Truth
+    case = next(f.f_locals["case"] for f in checker_frames() if "case" in f.f_locals)
+    truth = importlib.import_module("datarax_course._nb14")._Truth(case)
+    return {"params": truth.params, "grads": truth.params, "optimizer": truth.optimizer}
+""",
+]
+HELPED = [
+    TWO_BATCHES
+    + """
+def predicted_ms(make_batches, step, steps, prefetch):  # a replica of sleeps
+    input_ms, opening_ms, step_ms = timed_apart(make_batches, step)
+    start = time.perf_counter()
+    time.sleep(opening_ms / 1e3)
+    for _ in range(steps):
+        time.sleep((input_ms + step_ms) / 1e3)
+    return (time.perf_counter() - start) * 1e3
+""",
+    "attention_mask = flax_mask  # the lesson's own helper, of section 3\n",
+    CHECKER_FRAMES
+    + """
+def collectives_of(text):  # whatever reading the checker's frame holds
+    for frame in checker_frames():
+        for scope in (frame.f_locals, frame.f_globals):
+            for name in ("found", "reading", "collective_bytes", "compiled_reading"):
+                if callable(scope.get(name)):
+                    read = scope[name](text)
+                    return getattr(read, "expected", read)
+    return {}
+""",
+    """\
+def bytes_per_device(params, optimizer, mesh, specs):  # the lesson's section-3 helpers
+    state = jax.eval_shape(optimizer.init, params)
+    held_params = held(placed(params, specs, mesh))
+    state_held = held(placed(state, state_specs(optimizer, state, specs), mesh))
+    return {"params": held_params, "grads": held_params, "optimizer": state_held}
+""",
+]
+
+
+def _lesson_cell(notebook: str, defines: str) -> str:
+    """The source of the code cell of tutorial `notebook` that defines `defines`."""
+    cells = nbformat.read(ROOT / "tutorials" / notebook, as_version=4).cells
+    return next(c.source for c in cells if c.cell_type == "code" and f"def {defines}(" in c.source)
+
+
+def _answers(answers: list[str], helpers: bool = False) -> nbformat.NotebookNode:
+    """A notebook answering 07.predicted_epoch, 11, 12 and 14 with `answers`, a cell
+    each, then a check of each; with `helpers`, the lessons' own helpers first (the
+    cells of tutorials 11 and 14 that define them, run as they are)."""
+    cells = [nbformat.v4.new_markdown_cell("# My answers"), nbformat.v4.new_code_cell(IMPORTS)]
+    if helpers:
+        for notebook, defines in (
+            ("11_language_model_data.ipynb", "flax_mask"),
+            ("14_memory_budget.ipynb", "held"),
+        ):
+            cells.append(nbformat.v4.new_code_cell(_lesson_cell(notebook, defines)))
+    cells += [nbformat.v4.new_code_cell(textwrap.dedent(answer)) for answer in answers]
+    checks = [f'check("{name}", {function})' for name, function in CHECKS.items()]
+    cells += [nbformat.v4.new_code_cell(line) for line in checks]
+    return nbformat.v4.new_notebook(cells=cells)
+
+
 def _trimmed(before_check: str = "", answer: str | None = None) -> nbformat.NotebookNode:
     """A title, then tutorial 07's epoch_ms exercise cells (solution cells included),
     after a set-up cell and `before_check`."""
@@ -353,6 +523,9 @@ def _class(grades: Path, mark: Path, isolation: str) -> dict[str, nbformat.Noteb
         "c3_carol": _trimmed("import os\nos._exit(1)", RIGHT),
         "c4_dave": _trimmed("while True:\n    pass", RIGHT),
         "c5_zoe": _trimmed(answer=RIGHT),
+        "f1_borrowed": _answers(BORROWED),
+        "f2_helped": _answers(HELPED, helpers=True),
+        "f3_honest": _answers(HONEST_ANSWERS),
     }
 
 
@@ -392,6 +565,10 @@ def _grade(tmp: Path, isolation: str) -> Graded:
         all_rows = list(csv.DictReader(file))
     rows = {row["student"]: row for row in all_rows if row["exercise"] in ("07.epoch_ms", "")}
     return Graded(isolation, rows, all_rows, done.stderr, took, tmp)
+
+
+def _row_of(graded: Graded, student: str, exercise: str) -> dict[str, str]:
+    return next(r for r in graded.all_rows if (r["student"], r["exercise"]) == (student, exercise))
 
 
 def _wait_for_no_process_naming(path: Path, timeout_s: float = 10.0) -> None:
@@ -560,3 +737,33 @@ def test_a_folder_without_a_notebook_gets_a_row_saying_what_was_found(
 ) -> None:
     row = _row(graded, student)
     assert row["result"] == "not checked" and says in row["run"], row
+
+
+@pytest.mark.parametrize(
+    ("student", "exercise", "why"),
+    [
+        ("f1_borrowed", "07.predicted_epoch", "a loop of its own"),
+        ("f1_borrowed", "11.attention_mask", "not answered yet"),  # its import failed
+        ("f1_borrowed", "12.collectives_of", "not answered yet"),  # its import failed
+        ("f1_borrowed", "14.bytes_per_device", "your function raised AttributeError"),
+        ("f2_helped", "07.predicted_epoch", "a loop of its own"),
+        ("f2_helped", "11.attention_mask", "Flax's make_attention_mask"),
+        ("f2_helped", "12.collectives_of", "your dict has no"),
+        ("f2_helped", "14.bytes_per_device", "datarax.viz.leaf_summaries"),
+    ],
+)
+def test_a_reference_borrowed_from_the_checker_gets_no_marks(
+    graded: Graded, student: str, exercise: str, why: str
+) -> None:
+    """The seven ways (and a sleep replica) a kernel could reach a reference the judging
+    machine computes: none holds a right answer in a graded kernel."""
+    row = _row_of(graded, student, exercise)
+    assert row["result"] == "not yet" and why in row["feedback"], row
+
+
+@pytest.mark.parametrize("exercise", sorted(CHECKS))
+def test_the_honest_answers_to_the_computed_references_are_right(
+    graded: Graded, exercise: str
+) -> None:
+    row = _row_of(graded, "f3_honest", exercise)
+    assert row["result"] == "right" and row["feedback"].startswith("Right:"), row

@@ -1,6 +1,7 @@
-"""The checker of tutorial 11: a right mask passes, whether numpy, JAX or Flax built it;
-each common wrong mask is told what it got wrong; the placeholder is not answered yet,
-a missing return is named, and nothing the reader's function does makes it raise."""
+"""The checker of tutorial 11: a right mask passes, whether numpy or JAX built it, and one
+Flax's helpers built is refused, as the prompt asks; each common wrong mask is told what
+it got wrong; the placeholder is not answered yet, a missing return is named, and
+nothing the reader's function does makes it raise."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
+from flax import linen, nnx
 
 from datarax_course import check
 from tests._support.exercise_checks import judges_right_wrong_and_placeholder
@@ -39,6 +40,13 @@ def with_flax(segment_ids: Any) -> Any:
     )[0]
 
 
+def with_linen(segment_ids: Any) -> Any:
+    ids = jnp.asarray(segment_ids)
+    real = linen.make_attention_mask(ids > 0, ids > 0, dtype=bool)
+    mask = real & linen.make_causal_mask(ids, dtype=bool)[0]
+    return (mask & (ids[:, None] == ids[None, :]))[0]
+
+
 def as_nested_lists(segment_ids: Any) -> Any:
     return attention_mask(segment_ids).tolist()
 
@@ -51,9 +59,22 @@ def by_definition(segment_ids: Any) -> Any:
     )
 
 
-@pytest.mark.parametrize("solution", [attention_mask, with_jax, with_flax, as_nested_lists])
+@pytest.mark.parametrize("solution", [attention_mask, with_jax, as_nested_lists])
 def test_a_right_mask_passes(solution: Any) -> None:
     assert check(NAME, solution, quiet=True)
+
+
+@pytest.mark.parametrize(
+    ("borrowed", "named"),
+    [(with_flax, "Flax's make_attention_mask"), (with_linen, "Flax's make_attention_mask")],
+)
+def test_flaxs_helpers_are_refused_and_restored(borrowed: Any, named: str) -> None:
+    """The prompt asks for the mask without Flax's helpers, NNX's or Linen's; they work
+    again once the check is done."""
+    told = check(NAME, borrowed, quiet=True)
+    assert not told and named in told.message and "without" in told.message, told
+    assert np.array_equal(np.asarray(with_flax([1, 1, 0])), attention_mask([1, 1, 0]))
+    assert np.array_equal(np.asarray(with_linen([1, 2, 2])), attention_mask([1, 2, 2]))
 
 
 def test_the_checker_and_the_rule_agree_on_rows_of_every_kind() -> None:

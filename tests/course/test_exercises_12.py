@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from datarax_course import _nb12, check
+from datarax_course import _keys, _nb12, check
 from tests._support.exercise_checks import judges_right_wrong_and_placeholder
 
 NAME = "12.collectives_of"
@@ -80,20 +80,20 @@ ENTRY %main (p: f32[8,16]) -> f32[64,16] {
   ROOT %a2a = (s32[2]{0}, s32[2]{0}) all-to-all(%d, %e), replica_groups={{0,1}}
 }
 """
-    assert _nb12.collective_bytes(text) == {
+    assert _keys.compiled_reading(text).expected == {
         "all-gather": 64 * 16 * 4,
         "all-reduce": 4 * 2 + 3,
         "collective-permute": 2 * 4,
         "reduce-scatter": 16 * 4,
         "all-to-all": 2 * 2 * 4,
     }
-    ops = _nb12.collectives(text)
+    ops = _keys.collectives(text)
     assert [(op.kind, op.phase) for op in ops][:2] == [
         ("all-gather", "-start"),
         ("all-gather", "-done"),
     ]
-    assert _nb12.shape_bytes("(f32[8,2]{1,0}, /*index=1*/bf16[4]{0})") == 72
-    assert _nb12.shape_bytes("token[]") == 0
+    assert _keys.shape_bytes("(f32[8,2]{1,0}, /*index=1*/bf16[4]{0})") == 72
+    assert _keys.shape_bytes("token[]") == 0
 
 
 def test_the_compiled_programs_hold_what_their_descriptions_say() -> None:
@@ -111,7 +111,7 @@ def test_the_compiled_programs_hold_what_their_descriptions_say() -> None:
     assert fsdp["all-gather"] == devices * fsdp["reduce-scatter"]
     assert set(split) == {"all-reduce"}
     assert set(five) == set(KINDS.split("|"))
-    assert any(op.result.startswith("(") for op in _nb12.collectives(cases[list(cases)[3]]))
+    assert any(op.result.startswith("(") for op in _keys.collectives(cases[list(cases)[3]]))
 
 
 def twice(text: str) -> dict[str, int]:
@@ -184,10 +184,10 @@ def starts_only(text: str) -> dict[str, int]:
 def test_an_asynchronous_pair_counted_twice_or_by_its_start_is_named() -> None:
     """The TPU's text holds a collective-permute-start and -done; the CPU's never do."""
     tpu_text = _nb12._cases()[-1][1]
-    phases = [(op.kind, op.phase) for op in _nb12.collectives(tpu_text)]
+    phases = [(op.kind, op.phase) for op in _keys.collectives(tpu_text)]
     assert ("collective-permute", "-start") in phases
     assert ("collective-permute", "-done") in phases
-    assert _nb12.collective_bytes(tpu_text)["collective-permute"] == 128 * 1024 * 4
+    assert _keys.compiled_reading(tpu_text).expected["collective-permute"] == 128 * 1024 * 4
     judges_right_wrong_and_placeholder(NAME, collectives_of, twice, "counted an asynchronous")
     judges_right_wrong_and_placeholder(NAME, collectives_of, starts_only, "read the -done")
 

@@ -17,6 +17,7 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from datarax import viz
 from datarax_course import _cases, check
 from datarax_course._nb14 import _cases as cases_of_14
 from tests._support.exercise_checks import judges_right_wrong_and_placeholder
@@ -158,6 +159,38 @@ def moments_in_param_dtype(params: Any, optimizer: Any, mesh: Any, specs: Any) -
 )
 def test_a_wrong_count_is_told_what_it_got_wrong(mistake: Any, named: str) -> None:
     judges_right_wrong_and_placeholder(NAME, bytes_per_device, mistake, named)
+
+
+def with_the_librarys_counts(params: Any, optimizer: Any, mesh: Any, specs: Any) -> Any:
+    """The sums read off `viz.leaf_summaries`, as the notebook's `held` reads them."""
+
+    def held(tree: Any, tree_specs: Any) -> int:
+        placed = jax.tree.map(
+            lambda leaf, spec: jax.ShapeDtypeStruct(
+                leaf.shape, leaf.dtype, sharding=NamedSharding(mesh, spec)
+            ),
+            tree,
+            tree_specs,
+            is_leaf=is_spec,
+        )
+        return sum(leaf.bytes_per_device or 0 for leaf in viz.leaf_summaries(placed))
+
+    state, state_specs = state_and_specs(params, optimizer, specs)
+    held_params = held(params, specs)
+    return {"params": held_params, "grads": held_params, "optimizer": held(state, state_specs)}
+
+
+def test_the_librarys_byte_counts_are_refused_and_restored() -> None:
+    """The prompt asks for the arithmetic without `viz.leaf_summaries` (nor `summarize`,
+    which reads it); both work again after the check."""
+    told = check(NAME, with_the_librarys_counts, quiet=True)
+    assert not told and "datarax.viz.leaf_summaries" in told.message, told.message
+    mesh = jax.make_mesh((len(jax.devices()),), ("data",))
+    leaf = jax.ShapeDtypeStruct(
+        (8 * mesh.size,), np.float32, sharding=NamedSharding(mesh, P("data"))
+    )
+    assert viz.leaf_summaries({"w": leaf})[0].bytes_per_device == 32
+    assert "32" in viz.summarize({"w": leaf})
 
 
 def test_the_cases_cover_every_layout_optimizer_and_form() -> None:

@@ -57,6 +57,12 @@ BANNED = [
     r"shorter than either leaf",
     r"gives 8 real chips",  # untried: no notebook has run on real accelerators
     r"575 on a TPU",  # a v5e-8 ring sends on 2 links, and overlaps only the backward pass
+    r"close to the 34",  # Korthikanti et al.'s 34 counts bytes: 17 of lesson 14's units
+    r"few tens of\s+kilobytes",  # at 1 µs a hop, 8 chips' latency and bandwidth cross at 0.4-1.4 MB
+    r"threshold is a\s+lower bound",  # at peak FLOP/s a DCN threshold is an upper bound
+    r"bfloat16 moments",  # mu_dtype sets the first moment's dtype alone
+    r"jax 0\.7\.2 and 0\.10\.2 both",  # what one JAX reports, the cell asserts for that one
+    r"not a block\s+boundary",  # Explicit mode refuses slices whose size the axis does not divide
 ]
 BADGE = (
     "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import queue
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import pytest
 
 from datarax.pipeline import prefetch_to_device
 from datarax.sharding import shard_bounds
-from datarax_course import _real, check
+from datarax_course import _keys, _real, check
 from datarax_course._keys import scheduled_ms
 
 
@@ -72,18 +74,18 @@ def _epoch_ms(step_ms: float, input_ms: float, steps: int, prefetch: bool) -> fl
 
 
 @pytest.fixture
-def stand_in_clock(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
+def stand_in_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sources and steps that only say how long they take, and a loop 'timed' at exactly
-    the producer-consumer schedule: the checker's logic, without the machine's noise."""
-    made: dict[str, float] = {}
+    the producer-consumer schedule, the first batch's opening added: the checker's logic,
+    without the machine's noise."""
 
-    def source(input_ms: float, allowance: Any = None) -> Any:
+    def source(input_ms: float, opening_ms: float, allowance: Any = None) -> Any:
         allowed = allowance or _real._Allowance()
 
         def make_batches() -> Any:
-            for _ in range(_real._LOOP_STEPS):
+            for index in range(_real._LOOP_STEPS):
                 allowed.take()  # as the checker's own source: the prediction gets 2
-                yield {"input_ms": input_ms}
+                yield {"input_ms": input_ms + (opening_ms if index == 0 else 0.0)}
 
         return make_batches
 
@@ -94,31 +96,43 @@ def stand_in_clock(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
             allowed.take()
             return step_ms
 
-        run.step_ms = step_ms  # type: ignore[attr-defined]
         return run
 
-    def timed(make_batches: Any, step: Any, prefetch: bool) -> float:
-        input_ms = next(make_batches())["input_ms"]
-        return _epoch_ms(step.step_ms, input_ms, _real._LOOP_STEPS, prefetch)
+    def timed(input_ms: float, opening_ms: float, step_ms: float, prefetch: bool) -> float:
+        return opening_ms + _epoch_ms(step_ms, input_ms, _real._LOOP_STEPS, prefetch)
 
     monkeypatch.setattr(_real, "_source", source)
     monkeypatch.setattr(_real, "_step", step)
-    monkeypatch.setattr(_real, "_timed_ms", timed)
-    return made
+    monkeypatch.setitem(_keys.COUNTS, "07.predicted_epoch", timed)
 
 
 def _predicted(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
+    batches = make_batches()
+    first, second = next(batches), next(batches)
+    opening_ms = first["input_ms"] - second["input_ms"]
+    return opening_ms + _epoch_ms(step(first), second["input_ms"], steps, prefetch)
+
+
+def _from_the_first_batch(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
+    """The first batch taken for every batch: its opening counted `steps` times."""
     batch = next(make_batches())
     return _epoch_ms(step(batch), batch["input_ms"], steps, prefetch)
 
 
-def test_a_prediction_within_the_loops_time_is_right(stand_in_clock: dict) -> None:
+def test_a_prediction_within_the_loops_time_is_right(stand_in_clock: None) -> None:
     assert check("07.predicted_epoch", _predicted, quiet=True)
+
+
+def test_the_first_batch_is_not_every_batch(stand_in_clock: None) -> None:
+    """The source's later batches differ from its first: a prediction from the first
+    batch alone (a loop rebuilt from it, too) misses the loop."""
+    feedback = check("07.predicted_epoch", _from_the_first_batch, quiet=True)
+    assert not feedback and "the first" in feedback.message and "ms more" in feedback.message
 
 
 @pytest.mark.parametrize(("stalled", "right"), [(1, True), (2, False)])
 def test_the_median_of_three_predictions_counts(
-    stand_in_clock: dict, stalled: int, right: bool
+    stand_in_clock: None, stalled: int, right: bool
 ) -> None:
     """A busy machine stalls a batch or a step now and then: one prediction of the three
     asked for each loop may be off, two may not."""
@@ -132,7 +146,7 @@ def test_the_median_of_three_predictions_counts(
     assert bool(feedback) is right, feedback
 
 
-def test_a_prediction_that_ignores_prefetch_is_caught_by_the_loop(stand_in_clock: dict) -> None:
+def test_a_prediction_that_ignores_prefetch_is_caught_by_the_loop(stand_in_clock: None) -> None:
     def serial(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
         return _predicted(make_batches, step, steps, False)
 
@@ -172,6 +186,40 @@ def batch_by_batch(make_batches: Any, step: Any, steps: int, prefetch: bool) -> 
     return (time.perf_counter() - start) * 1e3
 
 
+def replica(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
+    """Two batches and a step timed, then a loop of sleeps rebuilt from them and timed,
+    with a prefetch thread of its own: a loop, not a prediction."""
+    batches = make_batches()
+    start = time.perf_counter()
+    batch = next(batches)
+    first = time.perf_counter()
+    next(batches)
+    input_s = time.perf_counter() - first
+    opening_s = first - start - input_s
+    start = time.perf_counter()
+    step(batch)
+    step_s = time.perf_counter() - start
+    start = time.perf_counter()
+    if not prefetch:
+        time.sleep(opening_s + steps * (input_s + step_s))
+        return (time.perf_counter() - start) * 1e3
+    made: queue.Queue = queue.Queue(maxsize=2)
+
+    def produce() -> None:
+        time.sleep(opening_s)
+        for _ in range(steps):
+            time.sleep(input_s)
+            made.put(0)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    for _ in range(steps):
+        made.get()
+        time.sleep(step_s)
+    producer.join()
+    return (time.perf_counter() - start) * 1e3
+
+
 @pytest.mark.parametrize("cheat", [timed_instead, batch_by_batch])
 def test_a_loop_timed_instead_of_predicted_is_refused(cheat: Any) -> None:
     """On the real clock, however busy the machine: the source and the step a prediction
@@ -184,33 +232,46 @@ def test_a_loop_timed_instead_of_predicted_is_refused(cheat: Any) -> None:
     assert time.perf_counter() - start < 5  # refused at once, before any loop is timed
 
 
-def test_a_loop_timed_through_prefetch_is_refused_too() -> None:
+def test_prefetch_to_device_is_refused_while_predicting() -> None:
     def through_prefetch(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
         return timed_instead(make_batches, step, steps, True)
 
     feedback = check("07.predicted_epoch", through_prefetch, quiet=True)
-    assert not feedback and "the loop it predicts" in feedback.message, feedback
+    assert not feedback and "prefetch_to_device" in feedback.message, feedback
+    assert "without" in feedback.message, feedback
+    with prefetch_to_device(iter([{"x": np.zeros(8)}]), size=1) as batches:
+        assert len(list(batches)) == 1  # restored after the check
 
 
-def test_the_refusal_swallowed_leaves_a_prediction_of_two_batches(stand_in_clock: dict) -> None:
+def test_a_loop_rebuilt_from_sleeps_is_refused() -> None:
+    """On the real clock: a replica of the loop, built from the two batches and the step
+    it may time, spends the loop's time of its own, and is refused as a loop."""
+    feedback = check("07.predicted_epoch", replica, quiet=True)
+    assert not feedback and "a loop of its own" in feedback.message, feedback
+
+
+def test_the_refusal_swallowed_leaves_a_prediction_of_two_batches(stand_in_clock: None) -> None:
     feedback = check("07.predicted_epoch", timed_quietly, quiet=True)
     assert not feedback and "took" in feedback.message, feedback
 
 
-def test_two_batches_and_two_steps_are_allowed(stand_in_clock: dict) -> None:
+def test_two_batches_and_two_steps_are_allowed(stand_in_clock: None) -> None:
     """A prediction may warm up first: the second batch and step are still given."""
 
     def warmed_up(make_batches: Any, step: Any, steps: int, prefetch: bool) -> float:
         batches = make_batches()
-        step(next(batches))
-        return _predicted(lambda: batches, step, steps, prefetch)
+        first = next(batches)
+        step(first)
+        second = next(batches)
+        opening_ms = first["input_ms"] - second["input_ms"]
+        return opening_ms + _epoch_ms(step(second), second["input_ms"], steps, prefetch)
 
     assert check("07.predicted_epoch", warmed_up, quiet=True)
 
 
 @pytest.mark.parametrize("answer", [_predicted, timed_instead])
 def test_under_the_grader_the_loop_timed_in_the_kernel_fails(
-    answer: Any, stand_in_clock: dict, tmp_path: Path
+    answer: Any, stand_in_clock: None, tmp_path: Path
 ) -> None:
     """The kernel records the predictions (or the refusal); the grader replays them and
     times the loops itself (here on the stand-in clock)."""
@@ -227,20 +288,18 @@ def test_under_the_grader_the_loop_timed_in_the_kernel_fails(
         assert not verdict.ok and "the loop it predicts" in verdict.message, verdict
 
 
-def test_the_real_loop_is_timed_with_prefetch_and_without() -> None:
-    """The checker's own loop, on a source that takes 2 ms a batch and a step that takes
-    none: with prefetch it still visits every batch, in order."""
-    seen: list[int] = []
-    make_batches = _real._source(2.0)
-
-    def step(batch: Any) -> None:
-        seen.append(int(np.asarray(batch["x"])[0, 0]))
-
-    for prefetch in (False, True):
-        start = time.perf_counter()
-        measured = _real._timed_ms(make_batches, step, prefetch)
-        assert 0 < measured <= (time.perf_counter() - start) * 1e3 + 1
-    assert seen == list(range(_real._LOOP_STEPS)) * 2
+def test_the_real_loop_takes_its_batches_and_steps_and_the_opening() -> None:
+    """The answer keys' loop, on the checker's own source and step: with prefetch or
+    without, it takes no less than its opening, its batches' and its steps' time can
+    allow; and the source's first batch takes longer than the rest."""
+    for prefetch, floor_ms in ((False, 6 + 8 * (2 + 1)), (True, 6 + 8 * 2 + 1)):
+        assert _keys.loop_ms(2.0, 6.0, 1.0, prefetch) >= floor_ms
+    allowance = _real._Allowance()
+    batches = _real._source(1.0, 5.0, allowance)()
+    start = time.perf_counter()
+    seen = [int(np.asarray(batch["x"])[0, 0]) for batch in batches]
+    assert seen == list(range(_real._LOOP_STEPS))
+    assert allowance.spent_ms >= 5 + 8 * 1 and (time.perf_counter() - start) * 1e3 >= 13
 
 
 def unread_rows(pipelines: list, epoch: int) -> list:
@@ -323,7 +382,7 @@ def test_under_the_grader_the_honest_count_passes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     in_the_kernel, verdict = _graded(backward_flops_per_row, 2024, monkeypatch, tmp_path)
-    assert not in_the_kernel and "the grader counts" in in_the_kernel.message, in_the_kernel
+    assert not in_the_kernel and "the grader computes" in in_the_kernel.message, in_the_kernel
     assert verdict is not None and verdict.ok, verdict
 
 

@@ -378,9 +378,9 @@ class Mixture(CheckedLengths):
             ValueError: `basis` is not one of this mixture's: it names other sources, or
                 holds weights or starts that are not valid.
         """
-        checked = self._checked_basis(basis)
-        key = json.dumps(checked, sort_keys=True)
+        key = json.dumps(basis, sort_keys=True, default=str)
         if key not in self._views:
+            checked = self._checked_basis(basis)
             if len(self._views) >= _VIEWS:
                 del self._views[next(iter(self._views))]
             view = copy.copy(self)

@@ -233,10 +233,10 @@ class Packed:
             >>> later.num_tokens == packed.num_tokens, later.fingerprint == packed.fingerprint
             (True, True)
         """
-        documents = self._epochal().for_epoch(basis)
         key = json.dumps(basis, sort_keys=True, default=str)
         views = self.__dict__.setdefault("_views", {})
         if key not in views:
+            documents = self._epochal().for_epoch(basis)
             if len(views) >= 2:
                 del views[next(iter(views))]
             view = copy.copy(self)
