@@ -2,10 +2,11 @@
 
 Such a source says so (``changes_by_epoch`` is True) and has two methods.
 ``epoch_basis(previous=None)`` returns what fixes an epoch, as a small dict that JSON
-holds: None asks for the first epoch's, a basis for the epoch after it. ``for_epoch(basis)`` returns that epoch's records, a random-access
-source with a length of its own. A `Pipeline` keeps the basis of each epoch it reads and
-saves it in its state, so a resumed pipeline reads the epoch under way as it was
-planned, and the source (perhaps rebuilt with new weights) decides the epochs after it.
+holds: None asks for the first epoch's, a basis for the epoch after it.
+``for_epoch(basis)`` returns that epoch's records, a random-access source with a length
+of its own. A `Pipeline` keeps the basis of each epoch it reads and saves it in its
+state, so a resumed pipeline reads the epoch under way as it was planned, and the source
+(perhaps rebuilt with new weights) decides the epochs after it.
 Rows are read as `EpochRows` (the basis with the rows), so a worker process builds the
 same epoch from its own copy of the source.
 """

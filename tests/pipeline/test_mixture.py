@@ -184,7 +184,7 @@ def test_a_small_source_that_restarts_is_upsampled_and_the_large_one_read_in_tur
     # An epoch is both sources' tokens: the small source, a tenth of them at half the
     # share, is read about 5.5 times; each of its documents 5 or 6 times (passes in turn).
     times = np.bincount(first["small"], minlength=200)
-    assert 5 <= times.min() and times.max() <= 6 and abs(times.mean() - 5.5) < 0.3
+    assert times.min() >= 5 and times.max() <= 6 and abs(times.mean() - 5.5) < 0.3
     # The large source is read in turn: about 0.55 of it, then the rest, then it ends the
     # second epoch (it does not restart): every document exactly once over the two.
     assert abs(len(first["large"]) / 2000 - 0.55) < 0.05
@@ -241,7 +241,7 @@ def test_bad_restart_epoch_size_shares_and_bases_are_named() -> None:
         Mixture(sources, [1, 1, 1], rngs=rngs, restart="web")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="epoch_size must be"):
         Mixture(sources, [1, 1, 1], rngs=rngs, epoch_size=0)
-    with pytest.raises(ValueError, match="shares must be .tokens. or .documents., got .bytes."):
+    with pytest.raises(ValueError, match=r"shares must be .tokens. or .documents., got .bytes."):
         Mixture(sources, [1, 1, 1], rngs=rngs, shares="bytes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"have no documents left"):
         Mixture({"a": Documents([]), "b": sources["web"]}, [1, 1], rngs=rngs, restart=True)

@@ -76,7 +76,7 @@ def test_each_epoch_goes_on_where_the_last_stopped() -> None:
     # Code (60 documents, about 930 tokens, at a fifth of 4,000 tokens an epoch) restarts:
     # 5.2 passes over the 6 epochs, each document read 5 or 6 times, in turn.
     times = np.bincount([doc for epoch in epochs for doc in epoch["code"]], minlength=60)
-    assert 5 <= times.min() and times.max() <= 6
+    assert times.min() >= 5 and times.max() <= 6
     state = pipeline.get_state()
     assert state["epoch"] == 6 and state["epoch_basis"]["weights"] == _mixture(OLD).weights
     with_workers = _pipeline(OLD, workers=2)

@@ -125,6 +125,8 @@ class Packed:
         {'tokens': [5, 6, 7, 1], 'targets': [6, 7, 1, 0], 'loss_mask': [1, 1, 1, 0]}
     """
 
+    _views: dict[str, Packed]  # for_epoch's, made when first asked
+
     def __init__(
         self,
         documents: DocumentSource,

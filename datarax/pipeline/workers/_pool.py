@@ -40,7 +40,7 @@ from typing import Any
 
 from datarax.errors import WorkerError
 from datarax.pipeline._options import Workers
-from datarax.pipeline._sources import Rows
+from datarax.pipeline._sources import EpochRows, Rows
 from datarax.pipeline._timing import BatchTimes
 from datarax.pipeline.workers._guards import raise_if_no_main_guard, started_platform
 from datarax.pipeline.workers._slots import Lent, Slots
@@ -52,7 +52,7 @@ _context = multiprocessing.get_context("forkserver")
 _PRELOAD = ["datarax.pipeline.workers._preload", "datarax.pipeline.workers._worker"]
 _open: weakref.WeakSet[HostWorkers] = weakref.WeakSet()  # pools to close at exit
 Key = tuple[int, int]  # (epoch, batch)
-RowsOf = Callable[[int, int], Rows]  # the rows of batch k of epoch e
+RowsOf = Callable[[int, int], Rows | EpochRows]  # the rows of batch k of epoch e
 
 
 def usable_cores() -> int:
