@@ -32,7 +32,6 @@ import numpy as np
 import optax
 from jax.sharding import AxisType, Mesh, PartitionSpec
 
-from datarax.viz import leaf_summaries
 from datarax_course._cases import counted, counted_here, draw
 from datarax_course._core import Ban, call, exercise, keys_banned
 from datarax_course._feedback import Feedback, Rejected, right, wrong
@@ -57,9 +56,14 @@ _OPTIMIZERS: dict[str, Callable[[], optax.GradientTransformation]] = {
 }
 _DTYPES = ("float32", "bfloat16", "float16")
 _LAYOUTS = ("DP", "FSDP", "FSDP + TP", "a spec drawn per leaf")
-# The prompt asks for the arithmetic without the library's byte counts, which
-# `viz.summarize` reads too.
-_NO_SUMMARIES = (Ban(leaf_summaries, "__code__", "datarax.viz.leaf_summaries"),)
+
+
+def _no_summaries() -> tuple[Ban, ...]:
+    """The library's byte counts, banned: the prompt asks for the arithmetic without them
+    (`viz.summarize` reads them too). Imported here: `datarax.viz` needs the viz extra."""
+    from datarax.viz import leaf_summaries
+
+    return (Ban(leaf_summaries, "__code__", "datarax.viz.leaf_summaries"),)
 
 
 def _is_spec(value: Any) -> bool:
@@ -296,7 +300,7 @@ def _diagnosis(part: str, got: float, truth: Any) -> str:
 )
 def _bytes_per_device(answer: Any) -> Feedback:
     found = counted(_NAME)
-    bans = (*_NO_SUMMARIES, *keys_banned(found, "the checker's own count"))
+    bans = (*_no_summaries(), *keys_banned(found, "the checker's own count"))
     cases = list(_cases())
     answers = [_read(call(answer, *case.arguments(), bans=bans)) for case in cases]
     held_of = counted_here(_NAME, found)  # every case answered before any is counted
