@@ -5,10 +5,10 @@ and ``__getitem__``), runs them through stages and, with ``sharding=``, builds o
 global batch on every host. Language-model data is such a source too: `Documents`
 (token documents of every length, from Parquet, JSON Lines, a Hugging Face dataset or
 arrays, or a token store in Megatron-LM's indexed format read by memory map), `Mixture`
-(several of them by weight) and `Packed` (fixed-length rows planned from the documents'
-lengths alone); `write_documents` writes any of them as a token store, on every core and
-every host at once. `prefetch_to_device` places the next batches in the
-background, and `Checkpoints` saves a pipeline's position beside the model's state.
+(several of them by weight, each epoch its own documents) and `Packed` (fixed-length rows
+planned from the documents' lengths alone); `write_documents` writes any of them as a
+token store, on every core and every host at once. `prefetch_to_device` places the next
+batches in the background, and `Checkpoints` saves a pipeline's position beside the model's state.
 A host stage that makes its output with `output_array` (or `output_like`) makes it, in
 a worker process, in the shared memory that carries it back: that batch crosses with no
 copy.

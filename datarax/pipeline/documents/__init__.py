@@ -4,8 +4,9 @@
 datasets, flat token files, Parquet, JSON Lines (compressed too), a Hugging Face dataset
 or a sequence, or tokenizes text from them on the way;
 `write_documents` writes any of them as a token store, on every core and every host at
-once; `Mixture` draws documents from several sources by weight; `Packed` packs documents
-into fixed-length rows planned from their lengths alone. One module a job:
+once; `Mixture` draws documents from several sources by their shares of tokens, epoch
+after epoch; `Packed` packs documents into fixed-length rows planned from their lengths
+alone, with the fields a training step needs. One module a job:
 
 - `_contract`: what a documents source is (``lengths``, ``len``, ``[i]``, ``read``), the
   one rule for indices and the one rule for lengths;
@@ -15,8 +16,9 @@ into fixed-length rows planned from their lengths alone. One module a job:
   `_parquet`, `_jsonl`, `_compressed`; `_arrow` for Parquet's columns and datasets),
   `_index` (indexes computed once and cached), and `_text` (text tokenized on the way);
 - `_write`: `write_documents`;
-- `_mixture`: `Mixture`; `_packed`: `Packed`, its plans in `_plan` (in memory) and
-  `_saved_plans` (in files, memory-mapped).
+- `_mixture`: `Mixture`, each epoch's schedule in `_schedule` (every source a stream of
+  passes, interleaved by token shares); `_packed`: `Packed`, its plans in `_plan` (in
+  memory) and `_saved_plans` (in files, memory-mapped).
 """
 
 from datarax.pipeline.documents._documents import Documents as Documents
