@@ -12,7 +12,8 @@ for it, and hands the rows on with the epoch's basis.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
@@ -52,6 +53,49 @@ def shuffle_seed(rngs: nnx.Rngs | None, shuffle: bool) -> list[int] | None:
     return [int(word) for word in np.asarray(jax.random.key_data(key)).ravel()]
 
 
+BLOCK = 4096  # positions of a shuffled order computed at once, for the batches within them
+
+
+class BlockOrder(Permutation):
+    """A `Permutation` read in blocks of `BLOCK` positions, the last two kept: enciphering
+    a few positions costs as much numpy overhead as thousands, so the batches of a few
+    rows each that fall in one block are read from it, computed once.
+
+    Example:
+        >>> order, blocks = Permutation(10_000, [3]), BlockOrder(10_000, [3])
+        >>> bool((blocks[4090:4100] == order[4090:4100]).all())
+        True
+    """
+
+    def __init__(self, size: int, seed: Sequence[int]):
+        super().__init__(size, seed)
+        self._blocks: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def _block(self, number: int) -> np.ndarray:
+        with self._lock:  # `epoch_order` may read from another thread than the batches'
+            block = self._blocks.get(number)
+            if block is None:
+                if len(self._blocks) >= 2:
+                    del self._blocks[next(iter(self._blocks))]  # the older one
+                start = number * BLOCK
+                block = super().__getitem__(slice(start, min(start + BLOCK, self.size)))
+                block.flags.writeable = False  # batches get views of it
+                self._blocks[number] = block
+            return block
+
+    def __getitem__(self, positions: int | slice | np.ndarray) -> np.ndarray:
+        if isinstance(positions, slice):
+            start, stop, step = positions.indices(self.size)
+            if step == 1 and 0 < stop - start <= BLOCK:
+                first, last = start // BLOCK, (stop - 1) // BLOCK
+                head = self._block(first)[start - first * BLOCK : stop - first * BLOCK]
+                if first == last:
+                    return head
+                return np.concatenate([head, self._block(last)[: stop - last * BLOCK]])
+        return super().__getitem__(positions)
+
+
 def _all_rows(order: Permutation | None, start: int, stop: int) -> Rows:
     return slice(start, stop) if order is None else order[start:stop]
 
@@ -74,11 +118,18 @@ class EpochOrder:
     ):
         self.epochs, self.batch_size, self.seed = epochs, batch_size, seed
         self._pick = pick or _all_rows
+        self._last: tuple[int, int, BlockOrder] | None = None  # (epoch, length, its order)
 
-    def order(self, epoch: int) -> Permutation | None:
-        """The row order of `epoch`; None without shuffle (rows in order)."""
-        length = self.epochs.length(epoch)
-        return None if self.seed is None else Permutation(length, [*self.seed, epoch])
+    def order(self, epoch: int) -> BlockOrder | None:
+        """The row order of `epoch`; None without shuffle (rows in order). The last
+        epoch's is kept: building one draws its keys, which costs more than a tiny batch."""
+        if self.seed is None:
+            return None
+        length, last = self.epochs.length(epoch), self._last
+        if last is None or last[:2] != (epoch, length):
+            order = BlockOrder(length, [*self.seed, epoch])
+            last = self._last = (epoch, length, order)
+        return last[2]
 
     def rows(self, epoch: int, index: int) -> Rows | EpochRows:
         """The source rows of batch `index` of `epoch` that this host reads, in batch order."""

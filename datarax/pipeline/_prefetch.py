@@ -2,9 +2,12 @@
 
 A training step on an accelerator leaves the host idle until the step is done.
 `prefetch_to_device` uses that time: a background thread pulls batches from any
-iterable, places each one on its target sharding and waits until the copy has
-finished, so the step that asks for the next batch finds it already on the devices.
-At most `size` placed batches wait in the buffer; the thread pauses when it is full.
+iterable and places each one on its target sharding, so the step that asks for the next
+batch finds it already on the devices. The thread starts the copy of batch k+1, takes
+batch k+2 from the source while that copy runs (from a pipeline's workers, which made
+it meanwhile), then waits for the copy and hands batch k+1 over: copying, making
+batches and the caller's step on batch k all run at once. At most `size` placed batches
+wait in the buffer, the one being copied included; the thread pauses when it is full.
 
 Nothing here waits without a bound: the thread is a daemon that never holds up the
 interpreter's exit (not even while the source blocks), `close` waits for it at most
@@ -64,28 +67,47 @@ def _produce(
     # A pipeline's iterator says so when a batch it made is about to cross hosts (it
     # then agrees with the other hosts on its epoch): placing here is such a moment.
     crossing_hosts = getattr(batches, "_crossing_hosts", None)
+    placing: tuple[Batch, Any] | None = None  # placed, its copy maybe still running
     try:
         while True:
-            channel.free_slots.acquire()
+            if not channel.free_slots.acquire(blocking=False):
+                if placing is not None:  # the buffer is full but for it: hand it over
+                    channel.items.put((jax.block_until_ready(placing[0]), placing[1]))
+                    placing = None
+                channel.free_slots.acquire()
             if channel.stop.is_set():
                 return
             try:
-                batch = next(batches)
+                batch = next(batches)  # made while the copy of `placing` runs
             except StopIteration:
+                if placing is not None:
+                    channel.items.put((jax.block_until_ready(placing[0]), placing[1]))
+                    placing = None
                 channel.items.put(_END)
                 return
             state = state_of() if state_of is not None else None
             if place is not None:
                 token = FEEDING.set(crossing_hosts)
                 try:
-                    batch = place(batch)
+                    batch = place(batch)  # starts the copy; waited for after the next batch
                 except StopIteration as error:
                     raise stop_iteration_error("place", error) from error
                 finally:
                     FEEDING.reset(token)
-            channel.items.put((jax.block_until_ready(batch), state))
+            if placing is not None:
+                channel.items.put((jax.block_until_ready(placing[0]), placing[1]))
+            placing = (batch, state)
+            if place is None or channel.stop.is_set():  # nothing copying: hand it over now
+                channel.items.put((jax.block_until_ready(batch), state))
+                placing = None
     except BaseException as error:  # carried to the consumer, re-raised there
-        channel.items.put(_Failure(error))
+        failure = _Failure(error)
+        if placing is not None:  # the batch placed before it goes first
+            try:
+                channel.items.put((jax.block_until_ready(placing[0]), placing[1]))
+            except BaseException as late:  # its copy failed: that error comes first
+                failure = _Failure(late)
+        channel.items.put(failure)
     finally:
         close = getattr(batches, "close", None)
         if callable(close):
