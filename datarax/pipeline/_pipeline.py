@@ -62,6 +62,10 @@ class Pipeline:
     source with a ``fingerprint`` (a str saying what its records depend on beyond their
     count, as `Packed` has) has it kept in the state, and a state of another fingerprint
     is refused; a state without one (other sources, earlier releases) resumes as before.
+    A source whose records change by epoch (a `Mixture`, or a `Packed` over one) gives
+    every epoch rows of its own, so `num_batches` and `source_length` are the current
+    epoch's, and the state keeps the epoch's basis: a pipeline over the same sources with
+    other weights resumes it as planned and goes on under its own weights from the next.
 
     Args:
         source: a dict (or other pytree) of equal-length arrays, an `ArraySource`, or
