@@ -390,18 +390,22 @@ def _deep(levels: int) -> list[Any]:
 @pytest.mark.parametrize("answer", ["looped", "deep"])
 def test_checkers_bound_time_and_memory_for_an_endless_answer(answer: str) -> None:
     """Every exercise's checker turns down a list that holds itself, or one nested 10**5
-    deep, in a few MiB (the bound is `_values.MAX_DEPTH`) and without hanging."""
+    deep, in a few MiB (the bound is `_values.MAX_DEPTH`) and without hanging. tracemalloc
+    counts every thread's allocations, so a checker over the bound is measured once more:
+    an answer that costs memory costs it both times, another thread's work seldom does."""
     value = _looped() if answer == "looped" else _deep(10**5)
     for name in sorted(_core._CHECKERS):
-        tracemalloc.start()
-        try:
-            with time_limit(HANG_LIMIT_S):
-                feedback = datarax_course.check(name, lambda *args, **kwargs: value, quiet=True)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-        assert not feedback and not feedback.checker_bug, (name, feedback)
-        assert peak < 8 * 2**20, (name, peak)
+        peaks = []
+        while len(peaks) < 2 and (not peaks or peaks[-1] >= 8 * 2**20):
+            tracemalloc.start()
+            try:
+                with time_limit(HANG_LIMIT_S):
+                    feedback = datarax_course.check(name, lambda *args, **kwargs: value, quiet=True)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+            assert not feedback and not feedback.checker_bug, (name, feedback)
+        assert min(peaks) < 8 * 2**20, (name, peaks)
 
 
 def test_a_tree_that_contains_itself_is_named() -> None:
