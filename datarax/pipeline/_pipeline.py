@@ -239,10 +239,9 @@ class Pipeline:
         index = 0
         if epoch is None:
             epoch, index = self._at()
-        if basis is None:
-            basis = self._epochs.basis(epoch)
-        length = self._length
-        if basis is not None:
+        if basis is None:  # the pipeline's own epoch: its records are at hand
+            basis, length = self._epochs.basis(epoch), self._epochs.length(epoch)
+        else:  # a saved state's: made here, and refused where the source does not take it
             try:
                 length = len(self._source.for_epoch(basis))  # type: ignore[union-attr]
             except ValueError as error:
