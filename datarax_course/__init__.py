@@ -32,6 +32,7 @@ from datarax_course import _nb09 as _nb09
 from datarax_course import _nb10 as _nb10
 from datarax_course import _nb11 as _nb11
 from datarax_course import _nb12 as _nb12
+from datarax_course import _nb12_mesh as _nb12_mesh
 from datarax_course import _nb13 as _nb13
 from datarax_course import _nb14 as _nb14
 from datarax_course import _real as _real

@@ -412,6 +412,99 @@ def trace_reading(events: list[dict[str, Any]]) -> list[Any]:
     return [step_ms, input_ms, bool(input_ms <= step_ms)]
 
 
+def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """`spans` as disjoint intervals, sorted: those that overlap or touch made one."""
+    merged: list[tuple[float, float]] = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def hidden_fraction(events: list[dict[str, Any]]) -> float:
+    """13.collective_hidden: the fraction of the collectives' time during which the same
+    device also computes. A device's operations are the events whose ``args`` hold its
+    ``device_ordinal``; a collective is one whose name starts with a kind of `KINDS`,
+    every other operation computes. Per device, the collectives' intervals and the
+    computing ones are each merged, and the collectives' time is what they cover; the
+    hidden time is what both cover. Returns the hidden time of every device over the
+    collectives' time of every device."""
+    spans: dict[str, tuple[list[Any], list[Any]]] = {}
+    for event in events:
+        device = event.get("args", {}).get("device_ordinal")
+        if device is None:
+            continue
+        start = float(event["start_us"])
+        span = (start, start + float(event["duration_us"]))
+        collective, compute = spans.setdefault(str(device), ([], []))
+        (collective if event["name"].startswith(KINDS) else compute).append(span)
+    hidden_us = collective_us = 0.0
+    for collective, compute in spans.values():
+        talking, working = _merged(collective), _merged(compute)
+        collective_us += sum(stop - start for start, stop in talking)
+        for start, stop in talking:
+            for begin, end in working:
+                hidden_us += max(0.0, min(stop, end) - max(start, begin))
+    return hidden_us / collective_us
+
+
+# 12.which_mesh: mixed-precision training with Adam, in bytes a parameter: bfloat16
+# weights and gradients, the optimizer state (float32 master weights, two float32 moments).
+MIXED_PRECISION_BYTES = {"weights": 2, "gradients": 2, "master": 4, "moments": 8}
+GATHERED_LAYER_BYTES = 4  # ZeRO-3: one layer's bfloat16 weights and gradient, whole
+
+
+def least_sharding(
+    params: int,
+    layer_params: int,
+    hosts: int,
+    chips_per_host: int,
+    chip_bytes: float,
+    activation_bytes: float,
+) -> dict[str, Any]:
+    """12.which_mesh: {"answer": [replica, data, model, zero_stage], "whole": the model's
+    bytes by part, unsharded}. The least sharding that fits `chip_bytes` a device, in the
+    lesson's order: the smallest model axis (a divisor of a host's chips) with which a
+    ZeRO stage fits over a data axis of every other device; the lowest stage that fits
+    so; the smallest data axis at which it fits; the replica axis, the devices left.
+
+    Example:
+        >>> least_sharding(1_315_000_000, 50_331_648, 1, 8, 16e9, 2e9)["answer"]
+        [4, 2, 1, 1]
+    """
+    whole = {part: size * params for part, size in MIXED_PRECISION_BYTES.items()}
+    whole["layer"] = GATHERED_LAYER_BYTES * layer_params
+    devices = hosts * chips_per_host
+
+    def fits(data: int, model: int, stage: int) -> bool:
+        def over(first_stage: int) -> int:  # devices a part is split over
+            return model * (data if stage >= first_stage else 1)
+
+        needed = (
+            whole["weights"] / over(3)
+            + whole["gradients"] / over(2)
+            + (whole["master"] + whole["moments"]) / over(1)
+            + (whole["layer"] / model if stage == 3 else 0.0)
+            + activation_bytes
+        )
+        return needed <= chip_bytes
+
+    for model in (k for k in range(1, chips_per_host + 1) if chips_per_host % k == 0):
+        rest = devices // model
+        stages = [stage for stage in range(4) if fits(rest, model, stage)]
+        if stages:
+            data = next(
+                k for k in range(1, rest + 1) if rest % k == 0 and fits(k, model, stages[0])
+            )
+            return {"answer": [rest // data, data, model, stages[0]], "whole": whole}
+    raise ValueError(
+        f"{params} parameters fit on no mesh of {hosts} hosts of {chips_per_host} chips of "
+        f"{chip_bytes} bytes: a case of 12.which_mesh must fit."
+    )
+
+
 KEYS: dict[str, Callable[..., Any]] = {
     "01.host_fraction": held_fraction,
     "02.devices_holding": holders,
@@ -419,7 +512,9 @@ KEYS: dict[str, Callable[..., Any]] = {
     "07.epoch_ms": scheduled_ms,
     "07.received_block": flat_block,
     "10.communication_bound_batch": expected_batch,
+    "12.which_mesh": least_sharding,
     "13.input_hidden": trace_reading,
+    "13.collective_hidden": hidden_fraction,
 }
 
 

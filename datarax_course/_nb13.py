@@ -13,6 +13,9 @@ batch: JAX's ``shard_args`` holding a ``DevicePutWithSharding`` for each leaf), 
 threads running each
 device's share of the step, its all-reduce included, all in a shuffled order. The
 right answers come from the answer key, a reading of the lesson's own: `reference`.
+
+The lesson's second exercise, ``13.collective_hidden``, is checked in
+`datarax_course._nb13_hidden`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from datarax_course import _nb13_hidden as _nb13_hidden  # registers 13.collective_hidden
 from datarax_course._cases import draw, reference
 from datarax_course._core import call, exercise
 from datarax_course._feedback import Feedback, right, wrong

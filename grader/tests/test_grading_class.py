@@ -18,7 +18,9 @@ Then the exercises whose right answers the judging machine computes (07.predicte
 11.attention_mask, 12.collectives_of, 14.bytes_per_device), in notebooks of their own:
 a student who borrows the checker's reference (imports it from the checker's module,
 walks the stack to the checker's frame, calls the lesson's own helpers, times a loop
-rebuilt from the checker's source or from sleeps), and one who answers honestly.
+rebuilt from the checker's source or from sleeps), and one who answers honestly; in the
+same notebooks, 12.which_mesh, a formula whose key a kernel cannot import either, and
+whose notebook answers, read from the keys' table, miss the cases drawn for grading.
 """
 
 from __future__ import annotations
@@ -322,6 +324,7 @@ CHECKS = {
     "11.attention_mask": "attention_mask",
     "12.collectives_of": "collectives_of",
     "14.bytes_per_device": "bytes_per_device",
+    "12.which_mesh": "which_mesh",
 }
 HONEST_ANSWERS = [
     TWO_BATCHES
@@ -369,6 +372,25 @@ def bytes_per_device(params, optimizer, mesh, specs):
     parameters = held(params, specs)
     return {"params": parameters, "grads": parameters, "optimizer": held(state, state_specs)}
 """,
+    """\
+def which_mesh(params, layer_params, hosts, chips_per_host, chip_bytes, activation_bytes):
+    devices = hosts * chips_per_host
+
+    def needed(data, model, stage):
+        over = lambda first: model * (data if stage >= first else 1)
+        state = 2 * params / over(3) + 2 * params / over(2) + 12 * params / over(1)
+        return state + (4 * layer_params / model if stage == 3 else 0) + activation_bytes
+
+    sizes = lambda n: [k for k in range(1, n + 1) if n % k == 0]
+    model, stage, data = min(
+        (m, s, d)
+        for m in sizes(chips_per_host)
+        for d in sizes(devices // m)
+        for s in range(4)
+        if needed(d, m, s) <= chip_bytes
+    )
+    return devices // (model * data), data, model, stage
+""",
 ]
 # The issue's seven ways of borrowing a reference, four in one notebook, three in another.
 BORROWED = [
@@ -394,6 +416,7 @@ def bytes_per_device(params, optimizer, mesh, specs):  # the checker's case, its
     truth = importlib.import_module("datarax_course._nb14")._Truth(case)
     return {"params": truth.params, "grads": truth.params, "optimizer": truth.optimizer}
 """,
+    "from datarax_course._keys import least_sharding as which_mesh\n",
 ]
 HELPED = [
     TWO_BATCHES
@@ -425,7 +448,61 @@ def bytes_per_device(params, optimizer, mesh, specs):  # the lesson's section-3 
     state_held = held(placed(state, state_specs(optimizer, state, specs), mesh))
     return {"params": held_params, "grads": held_params, "optimizer": state_held}
 """,
+    """\
+def public_meshes():  # the notebook's answers, from the keys' table, by the case's arguments
+    from datarax_course import _cases, _nb12_mesh
+    answers = [t["answer"] for t in _cases.answer_tables()["12.which_mesh"]["expected"]]
+    return {tuple(map(float, case)): a for (_, case), a in zip(_nb12_mesh._cases(), answers)}
+
+
+tabled = public_meshes()
+
+
+def which_mesh(*case):  # the table's answer where the case is the notebook's, a guess elsewhere
+    return tabled.get(tuple(map(float, case)), (1, 1, 1, 0))
+""",
 ]
+
+
+# 13.collective_hidden, a formula of the lesson's: its key stays with the grader.
+HIDDEN_HONEST = """\
+def collective_hidden(events):
+    kinds = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
+    lanes = {}
+    for e in events:
+        if "device_ordinal" in e["args"]:
+            talk, work = lanes.setdefault(e["args"]["device_ordinal"], ([], []))
+            span = (e["start_us"], e["start_us"] + e["duration_us"])
+            (talk if e["name"].startswith(kinds) else work).append(span)
+
+    def merged(spans):
+        out = []
+        for start, stop in sorted(spans):
+            if out and start <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], stop)
+            else:
+                out.append([start, stop])
+        return out
+
+    hidden = total = 0.0
+    for talk, work in lanes.values():
+        talk, work = merged(talk), merged(work)
+        total += sum(stop - start for start, stop in talk)
+        hidden += sum(max(0.0, min(b, d) - max(a, c)) for a, b in talk for c, d in work)
+    return hidden / total
+"""
+HIDDEN_IMPORTED = "from datarax_course._keys import hidden_fraction as collective_hidden\n"
+
+
+def _hidden(answer: str) -> nbformat.NotebookNode:
+    """A notebook answering 13.collective_hidden with `answer`, then its check."""
+    cells = [
+        nbformat.v4.new_markdown_cell("# My profile reading"),
+        nbformat.v4.new_code_cell("from datarax_course import check"),
+        nbformat.v4.new_code_cell(answer),
+        nbformat.v4.new_code_cell('check("13.collective_hidden", collective_hidden)'),
+    ]
+    return nbformat.v4.new_notebook(cells=cells)
 
 
 def _lesson_cell(notebook: str, defines: str) -> str:
@@ -526,6 +603,8 @@ def _class(grades: Path, mark: Path, isolation: str) -> dict[str, nbformat.Noteb
         "f1_borrowed": _answers(BORROWED),
         "f2_helped": _answers(HELPED, helpers=True),
         "f3_honest": _answers(HONEST_ANSWERS),
+        "g1_hidden_honest": _hidden(HIDDEN_HONEST),
+        "g2_hidden_imported": _hidden(HIDDEN_IMPORTED),
     }
 
 
@@ -750,6 +829,8 @@ def test_a_folder_without_a_notebook_gets_a_row_saying_what_was_found(
         ("f2_helped", "11.attention_mask", "Flax's make_attention_mask"),
         ("f2_helped", "12.collectives_of", "your dict has no"),
         ("f2_helped", "14.bytes_per_device", "datarax.viz.leaf_summaries"),
+        ("f1_borrowed", "12.which_mesh", "not answered yet"),  # its import failed
+        ("f2_helped", "12.which_mesh", "your axes multiply to 1 x 1 x 1 = 1"),
     ],
 )
 def test_a_reference_borrowed_from_the_checker_gets_no_marks(
@@ -767,3 +848,17 @@ def test_the_honest_answers_to_the_computed_references_are_right(
 ) -> None:
     row = _row_of(graded, "f3_honest", exercise)
     assert row["result"] == "right" and row["feedback"].startswith("Right:"), row
+
+
+@pytest.mark.parametrize(
+    ("student", "result", "said"),
+    [
+        ("g1_hidden_honest", "right", "Right:"),
+        ("g2_hidden_imported", "not yet", "not answered yet"),  # its import failed
+    ],
+)
+def test_the_hidden_fraction_is_judged_with_the_graders_key(
+    graded: Graded, student: str, result: str, said: str
+) -> None:
+    row = _row_of(graded, student, "13.collective_hidden")
+    assert row["result"] == result and said in row["feedback"], row

@@ -1,7 +1,9 @@
-"""The checker of tutorial 13: a right reading of a profile passes, however it is written;
+"""The checkers of tutorial 13: a right reading of a profile passes, however it is written;
 each common wrong reading is told what it got wrong; the placeholder is not answered yet,
-and nothing the reader's function does makes it raise. The drawn traces look like the
-lesson's profile, and the answer key reads a real profile as a clock does."""
+and nothing the reader's function does makes it raise. 13.input_hidden: the drawn traces
+look like the lesson's profile, and the answer key reads a real profile as a clock does.
+13.collective_hidden: the stored profiles are real, small and made again by their
+recorder, in which the CPU hides nothing; the variations drawn from them do hide some."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from datarax.pipeline import prefetch_to_device
-from datarax_course import _cases, _keys, _nb13, check
+from datarax_course import _cases, _keys, _nb13, _nb13_hidden, check, traces
 from tests._support.exercise_checks import judges_right_wrong_and_placeholder
 
 NAME = "13.input_hidden"
@@ -335,3 +337,286 @@ def test_the_key_reads_a_real_profile_as_the_clock_does(tmp_path: Any) -> None:
     assert abs(step_ms - clock_step) <= 0.1 + 0.05 * clock_step, (step_ms, clock_step)
     assert abs(input_ms - clock_input) <= 0.2 + 0.05 * clock_input, (input_ms, clock_input)
     assert hidden == (input_ms <= step_ms)
+
+
+# 13.collective_hidden: how much of the collectives a real profile hides. ----------------
+
+HIDDEN = "13.collective_hidden"
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
+
+
+def _merged(spans: Any) -> list[list[float]]:
+    out: list[list[float]] = []
+    for start, stop in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], stop)
+        else:
+            out.append([start, stop])
+    return out
+
+
+def collective_hidden(events: Any) -> Any:
+    lanes: dict[str, tuple[list[Any], list[Any]]] = {}
+    for e in events:
+        if "device_ordinal" in e["args"]:
+            talk, work = lanes.setdefault(e["args"]["device_ordinal"], ([], []))
+            span = (e["start_us"], e["start_us"] + e["duration_us"])
+            (talk if e["name"].startswith(KINDS) else work).append(span)
+    hidden = total = 0.0
+    for talk, work in lanes.values():
+        talk, work = _merged(talk), _merged(work)
+        total += sum(stop - start for start, stop in talk)
+        hidden += sum(max(0.0, min(b, d) - max(a, c)) for a, b in talk for c, d in work)
+    return hidden / total
+
+
+def hidden_by_sweep(events: Any) -> Any:
+    """The rule read another way: per device, a sweep over every start and end counting
+    the collectives and the compute ops open at each moment; numpy's float back."""
+    edges: dict[str, list[tuple[float, int, int]]] = {}
+    for e in events:
+        device = e["args"].get("device_ordinal")
+        if device is None:
+            continue
+        kind = 0 if e["name"].startswith(KINDS) else 1
+        edges.setdefault(device, []).append((e["start_us"], 1, kind))
+        edges.setdefault(device, []).append((e["start_us"] + e["duration_us"], -1, kind))
+    hidden = total = 0.0
+    for moments in edges.values():
+        moments.sort()
+        open_now, last = [0, 0], moments[0][0]
+        for at, change, kind in moments:
+            if open_now[0]:
+                total += at - last
+                hidden += (at - last) if open_now[1] else 0.0
+            open_now[kind] += change
+            last = at
+    return np.float64(hidden / total)
+
+
+def _hidden_cases(seed: int | None) -> Any:
+    if seed is None:
+        return _nb13_hidden._trace_cases()
+    with _cases.drawing(seed):
+        return _nb13_hidden._trace_cases()
+
+
+@pytest.mark.parametrize("solution", [collective_hidden, hidden_by_sweep])
+def test_a_right_hidden_fraction_passes(solution: Any) -> None:
+    assert check(HIDDEN, solution, quiet=True)
+
+
+def test_the_key_and_the_sweep_agree_and_only_the_variations_hide_anything() -> None:
+    for seed in (None, 1, 2024):
+        for text, (events,) in _hidden_cases(seed):
+            expected = _keys.hidden_fraction(events)
+            assert np.isclose(expected, hidden_by_sweep(events), rtol=1e-9, atol=1e-12), text
+            if "as recorded" in text:
+                assert expected == 0.0, text  # on CPU devices nothing is hidden
+            else:
+                assert 0.02 < expected < 0.98, (text, expected)
+
+
+def test_the_secret_profiles_are_judged_with_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_cases, "_KEYS", dict(_keys.KEYS))
+    with _cases.drawing(777):
+        assert check(HIDDEN, collective_hidden, quiet=True)
+        told = check(HIDDEN, any_device, quiet=True)
+        assert not told and "its own device's compute" in told.message, told.message
+
+
+def _ops(events: Any) -> Any:
+    return [e for e in events if "device_ordinal" in e["args"]]
+
+
+def _on_one_lane(events: Any, lane: Any) -> Any:
+    return [{**e, "args": {**e["args"], "device_ordinal": lane(e)}} for e in events]
+
+
+def any_device(events: Any) -> Any:
+    """Every device's compute counted, whichever device the collective ran on."""
+    return collective_hidden(_on_one_lane(_ops(events), lambda e: "0"))
+
+
+def by_thread(events: Any) -> Any:
+    return collective_hidden(_on_one_lane(_ops(events), lambda e: str(e["thread"])))
+
+
+def every_event_by_thread(events: Any) -> Any:
+    """Grouped by thread, the executor's events counted as compute."""
+    return collective_hidden(_on_one_lane(events, lambda e: str(e["thread"])))
+
+
+def mean_of_devices(events: Any) -> Any:
+    devices = {e["args"]["device_ordinal"] for e in _ops(events) if e["name"].startswith(KINDS)}
+    fractions = [
+        collective_hidden([e for e in _ops(events) if e["args"]["device_ordinal"] == d])
+        for d in devices
+    ]
+    return float(np.mean(fractions))
+
+
+def over_compute(events: Any) -> Any:
+    ops = _ops(events)
+    talk = sum(
+        b - a
+        for d in {e["args"]["device_ordinal"] for e in ops}
+        for a, b in _merged(
+            (e["start_us"], e["start_us"] + e["duration_us"])
+            for e in ops
+            if e["name"].startswith(KINDS) and e["args"]["device_ordinal"] == d
+        )
+    )
+    work = sum(
+        b - a
+        for d in {e["args"]["device_ordinal"] for e in ops}
+        for a, b in _merged(
+            (e["start_us"], e["start_us"] + e["duration_us"])
+            for e in ops
+            if not e["name"].startswith(KINDS) and e["args"]["device_ordinal"] == d
+        )
+    )
+    return collective_hidden(events) * talk / work
+
+
+def exposed(events: Any) -> Any:
+    return 1 - collective_hidden(events)
+
+
+def percent(events: Any) -> Any:
+    return 100 * collective_hidden(events)
+
+
+def all_reduce_only(events: Any) -> Any:
+    kept = [e for e in events if not e["name"].startswith(KINDS[1:])]
+    return collective_hidden(kept)
+
+
+def summed_pairwise(events: Any) -> Any:
+    """Overlaps added pair by pair and durations added up, nothing merged."""
+    ops = _ops(events)
+    talk = [e for e in ops if e["name"].startswith(KINDS)]
+    work = [e for e in ops if not e["name"].startswith(KINDS)]
+    hidden = sum(
+        max(
+            0.0,
+            min(c["start_us"] + c["duration_us"], k["start_us"] + k["duration_us"])
+            - max(c["start_us"], k["start_us"]),
+        )
+        for c in talk
+        for k in work
+        if k["args"]["device_ordinal"] == c["args"]["device_ordinal"]
+    )
+    return hidden / sum(c["duration_us"] for c in talk)
+
+
+@pytest.mark.parametrize(
+    ("mistake", "named"),
+    [
+        (any_device, "a collective is hidden only behind its own device's compute"),
+        (by_thread, "If you grouped the operations by thread"),
+        (lambda events: 0.0, "your function finds nothing hidden"),
+        (every_event_by_thread, "ThunkExecutor::Execute included"),
+        (mean_of_devices, "you averaged the devices' fractions"),
+        (exposed, "that is the fraction left exposed"),
+        (percent, "your result is a percentage"),
+        (all_reduce_only, "the all-gathers"),
+        (summed_pairwise, "that time was counted twice"),
+    ],
+)
+def test_a_wrong_hidden_fraction_is_told_what_it_got_wrong(mistake: Any, named: str) -> None:
+    judges_right_wrong_and_placeholder(HIDDEN, collective_hidden, mistake, named)
+
+
+def test_dividing_by_the_compute_time_is_named() -> None:
+    told = check(HIDDEN, over_compute, quiet=True)
+    assert not told and "you divided by the compute time" in told.message, told.message
+
+
+def test_the_hidden_fractions_placeholder_and_errors_never_raise() -> None:
+    assert check(HIDDEN, ..., quiet=True).message.startswith("not answered yet")
+    forgot = check(HIDDEN, lambda events: None, quiet=True)
+    assert not forgot and "forget `return`" in forgot.message
+    told = check(HIDDEN, lambda events: events[0]["device"], quiet=True)
+    assert not told and not told.checker_bug and "your function raised KeyError" in told.message
+
+
+def test_a_reader_that_changes_the_profile_changes_no_stored_one() -> None:
+    def emptying(events: Any) -> Any:
+        fraction = collective_hidden(events)
+        for event in events:
+            event["args"].clear()
+        events.clear()
+        return fraction
+
+    assert check(HIDDEN, emptying, quiet=True)
+    assert all(_ops(traces.stored(name)) for name in traces.NAMES)
+
+
+# The stored profiles are real and small, and the recorder makes them again. -------------
+
+
+@pytest.mark.parametrize("name", traces.NAMES)
+def test_a_stored_profile_holds_every_devices_steps_and_says_how_it_was_made(name: str) -> None:
+    recorded = traces.read(name)
+    assert len(json.dumps(recorded)) < 40_000  # kilobytes, not megabytes
+    about = recorded["about"]
+    assert about["devices"] == 8 and about["platform"] and about["jax"]
+    assert about["recorded_with"] == "python -m datarax_course.traces"
+    events = traces.stored(name)
+    ops = _ops(events)
+    assert {e["args"]["device_ordinal"] for e in ops} == {str(d) for d in range(8)}
+    for collective in about["collectives_in_program"]:
+        held = [e for e in ops if e["name"] == collective]
+        assert len(held) == 8 * about["steps_profiled"], collective
+    executors = [e for e in events if not e["args"]]
+    assert executors and {e["name"] for e in executors} == {traces.EXECUTOR}
+    assert traces.stored(name) == events and traces.stored(name) is not events
+
+
+def test_an_unknown_profile_is_named() -> None:
+    with pytest.raises(ValueError, match=r"no stored profile is named 'tp'; the profiles are"):
+        traces.read("tp")
+
+
+def test_the_variations_move_only_the_collectives_and_keep_them_on_their_device() -> None:
+    recorded, moved = (
+        traces.stored("fsdp"),
+        _nb13_hidden._moved(traces.stored("fsdp"), np.random.default_rng(0), 0.6),
+    )
+    for before, after in zip(recorded, moved, strict=True):
+        assert before["args"] == after["args"] and before["name"] == after["name"]
+        if before["name"].startswith(KINDS):
+            assert after["start_us"] <= before["start_us"]
+            assert after["duration_us"] < before["duration_us"]
+            assert after["thread"] not in {e["thread"] for e in recorded}
+        else:
+            assert after == before
+
+
+def test_the_recorder_profiles_a_real_step_in_which_the_cpu_hides_nothing() -> None:
+    """Recorded now, with the JAX installed: every device's all-reduce of each step, and
+    (on CPU devices, whose executor runs a device's operations one at a time) almost
+    none of it beside the device's compute."""
+    from datarax_course.traces import _record
+
+    recorded = _record.profile("data_parallel")
+    events = traces.events_of(recorded["events"])
+    reduces = [e for e in events if e["name"].startswith("all-reduce")]
+    assert len({e["args"]["device_ordinal"] for e in reduces}) == 8
+    assert len(reduces) == 8 * _record.STEPS * len(recorded["about"]["collectives_in_program"])
+    assert json.loads(_record.text_of(recorded)) == json.loads(json.dumps(recorded))
+    if jax.default_backend() == "cpu":
+        assert _keys.hidden_fraction(events) < 0.05
+
+
+def test_every_hidden_fraction_mistake_is_wrong_on_some_profile_of_every_draw() -> None:
+    """So that no mistake passes on the grader's profiles either."""
+    mistakes = (any_device, by_thread, every_event_by_thread, mean_of_devices, exposed)
+    mistakes += (percent, all_reduce_only, summed_pairwise, over_compute)
+    for seed in (None, 3, 11, 2024):
+        cases = [events for _, (events,) in _hidden_cases(seed)]
+        right = [_keys.hidden_fraction(events) for events in cases]
+        for mistake in mistakes:
+            wrong = [mistake(events) for events in cases]
+            assert not np.allclose(right, wrong, rtol=1e-4), (seed, mistake.__name__)

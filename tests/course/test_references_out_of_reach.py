@@ -1,12 +1,13 @@
-"""The right answers of 07.predicted_epoch, 11.attention_mask, 12.collectives_of and
-14.bytes_per_device are computed by the answer keys alone, which a graded kernel cannot
-import: graded as the grader grades (the kernel's half without the keys, the grader's
-half with them), an honest answer is right and each way of borrowing the checker's own
-reference gets "not yet": importing it from the checker's module, where it no longer
-is; walking the stack to the checker's frame, which holds no right answer; calling the
-lesson's own helper, which calls what the prompt says to do without; rebuilding the
-loop a prediction is about. The grader's class test runs the same cheats in notebooks
-(grader/tests/test_grading_class.py)."""
+"""The right answers of 07.predicted_epoch, 11.attention_mask, 12.collectives_of,
+12.which_mesh and 14.bytes_per_device are computed by the answer keys alone, which a
+graded kernel cannot import: graded as the grader grades (the kernel's half without the
+keys, the grader's half with them), an honest answer is right and each way of borrowing
+the checker's own reference gets "not yet": importing it from the checker's module,
+where it no longer is; walking the stack to the checker's frame, which holds no right
+answer; calling the lesson's own helper, which calls what the prompt says to do
+without; rebuilding the loop a prediction is about; looking the notebook's answers up in
+the keys' table (12.which_mesh), which holds none of the cases drawn for grading. The
+grader's class test runs the same cheats in notebooks (grader/tests/test_grading_class.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from datarax import viz
-from datarax_course import _grading, check
+from datarax_course import _cases, _grading, check, grading
 from datarax_course._feedback import Feedback
 
 SEED = 2024
@@ -49,7 +50,10 @@ def graded(name: str, answer: Any, monkeypatch: pytest.MonkeyPatch, folder: Path
         _grading.harvest({name: "answer"}, {"answer": answer}, SEED, str(record))
         in_the_kernel = check(name, answer, quiet=True)
     steps = json.loads(record.read_text())["answers"][name]
-    return in_the_kernel, _grading.judged(name, steps, SEED)
+    with monkeypatch.context() as grader:
+        grader.setattr(_cases, "_KEYS", {})
+        grading.load_keys()  # what the grader does before it judges
+        return in_the_kernel, _grading.judged(name, steps, SEED)
 
 
 def not_yet(verdict: Feedback | None, *said: str) -> None:
@@ -208,6 +212,71 @@ def walked_truth(params: Any, optimizer: Any, mesh: Any, specs: Any) -> Any:
     return {"params": truth.params, "grads": truth.params, "optimizer": truth.optimizer}
 
 
+# 12.which_mesh (a formula: the notebook reads the keys' table, the grader the keys) -----
+
+
+def which_mesh(params: Any, layer: Any, hosts: Any, chips: Any, memory: Any, act: Any) -> Any:
+    devices = int(hosts * chips)
+
+    def needed(data: int, model: int, stage: int) -> float:
+        def over(first: int) -> int:
+            return model * (data if stage >= first else 1)
+
+        state = 2 * params / over(3) + 2 * params / over(2) + 12 * params / over(1)
+        return state + (4 * layer / model if stage == 3 else 0) + act
+
+    fitting = [
+        (model, stage, data)
+        for model in range(1, int(chips) + 1)
+        if chips % model == 0
+        for data in range(1, devices // model + 1)
+        if devices // model % data == 0
+        for stage in range(4)
+        if needed(data, model, stage) <= memory
+    ]
+    model, stage, data = min(fitting)
+    return devices // (model * data), data, model, stage
+
+
+def imported_sharding(*case: Any) -> Any:
+    return importlib.import_module("datarax_course._keys").least_sharding(*case)["answer"]
+
+
+def walked_sharding(*case: Any) -> Any:
+    """The checker's own `reference`, found on its frame, asked about its cases."""
+    frame = next(f for f in checker_frames() if "given" in f.f_locals)
+    given = [(text, tuple(float(v) for v in args)) for text, args in frame.f_locals["given"]]
+    truths = frame.f_globals["reference"]("12.which_mesh", given)
+    return truths[[tuple(float(v) for v in case) == args for _, args in given].index(True)]
+
+
+def _public_answers() -> dict[tuple[float, ...], Any]:
+    """The notebook's cases' answers, read from the table, by the case's arguments."""
+    cases = importlib.import_module("datarax_course._nb12_mesh")._cases()
+    tables = importlib.import_module("datarax_course._cases").answer_tables()
+    answers = [truth["answer"] for truth in tables["12.which_mesh"]["expected"]]
+    return {tuple(map(float, case)): a for (_, case), a in zip(cases, answers, strict=True)}
+
+
+PUBLIC_MESHES = _public_answers()
+
+
+def tabled_sharding(*case: Any) -> Any:
+    """The table's answer where the case is one of the notebook's, a guess elsewhere."""
+    return PUBLIC_MESHES.get(tuple(map(float, case)), (1, 1, 1, 0))
+
+
+# 13.collective_hidden (a formula: the grader's key judges the secret profiles) ---------
+
+
+def hidden_from_the_checker(events: Any) -> Any:
+    return importlib.import_module("datarax_course._nb13_hidden").hidden_fraction(events)
+
+
+def hidden_from_the_keys(events: Any) -> Any:
+    return importlib.import_module("datarax_course._keys").hidden_fraction(events)
+
+
 HONEST = {
     "11.attention_mask": attention_mask,
     "12.collectives_of": collectives_of,
@@ -221,6 +290,11 @@ CHEATS = [
     ("12.collectives_of", walked_reading, "your dict has no"),
     ("14.bytes_per_device", with_the_lessons_helpers, "datarax.viz.leaf_summaries"),
     ("14.bytes_per_device", walked_truth, "your function raised"),
+    ("13.collective_hidden", hidden_from_the_checker, "your function raised AttributeError"),
+    ("12.which_mesh", imported_sharding, "your function raised ModuleNotFoundError"),
+    ("12.which_mesh", walked_sharding, "your function raised NotJudgedHere"),
+    ("12.which_mesh", tabled_sharding, "your axes multiply to 1 x 1 x 1 = 1"),
+    ("13.collective_hidden", hidden_from_the_keys, "your function raised"),
 ]
 
 
@@ -232,6 +306,16 @@ def test_an_honest_answer_is_right_under_the_grader(
     assert not in_the_kernel and "the grader computes" in in_the_kernel.message, in_the_kernel
     assert verdict is not None and verdict.ok, verdict
     assert check(name, HONEST[name], quiet=True)  # and in a notebook, with the keys
+
+
+def test_a_formulas_honest_answer_is_right_in_a_kernel_and_under_the_grader(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """12.which_mesh: a kernel without the keys checks the notebook's cases with the keys'
+    table; the grader judges the secret ones with the keys."""
+    in_the_kernel, verdict = graded("12.which_mesh", which_mesh, monkeypatch, tmp_path)
+    assert in_the_kernel, in_the_kernel
+    assert verdict is not None and verdict.ok, verdict
 
 
 @pytest.mark.parametrize(
@@ -259,6 +343,8 @@ def test_the_checkers_modules_hold_no_reference() -> None:
         "_nb07": ["scheduled_ms"],
         "_nb11": ["_flax_mask", "_flax_masks"],
         "_nb12": ["collective_bytes", "collectives", "shape_bytes", "_variants"],
+        "_nb12_mesh": ["least_sharding", "MIXED_PRECISION_BYTES", "GATHERED_LAYER_BYTES"],
+        "_nb13_hidden": ["hidden_fraction", "_merged"],
         "_nb14": ["_Truth", "_state_specs", "_leaf_bytes"],
         "_real": ["_timed_ms", "_xla_count"],
     }
