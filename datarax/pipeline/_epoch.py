@@ -10,17 +10,24 @@ the next ``next()`` makes it again. Once finished, the iterator stays finished.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from datarax.errors import SupersededIteratorError
 
 Batch = Any
 
 
+class Generations(Protocol):
+    """Whatever counts a pipeline's iterators: `generation` is the newest one's."""
+
+    @property
+    def generation(self) -> int: ...
+
+
 class Feed(NamedTuple):
     """All an `Epoch` may do with its pipeline, which makes one and hands it to each."""
 
-    generation: Callable[[], int]  # the pipeline's newest; an older Epoch is superseded
+    position: Generations  # its generation is the newest; an older Epoch is superseded
     begin_epoch: Callable[[], None]
     next_batch: Callable[[], Batch]  # raises StopIteration at the epoch's end
     crossing_hosts: Callable[[], None]
@@ -30,7 +37,7 @@ class Epoch(Iterator[Batch]):
     """An iterator over the rest of one epoch of a pipeline."""
 
     def __init__(self, feed: Feed):
-        self._feed, self._generation = feed, feed.generation()
+        self._feed, self._generation = feed, feed.position.generation
         self._started = False
         self._finished = False
 
@@ -45,7 +52,7 @@ class Epoch(Iterator[Batch]):
     def __next__(self) -> Batch:
         if self._finished:
             raise StopIteration
-        if self._generation != self._feed.generation():
+        if self._generation != self._feed.position.generation:
             raise SupersededIteratorError(
                 "This iterator over the pipeline was superseded by a newer "
                 "iter(pipeline) or set_state (zip(p, p), a loop over p inside a loop over "

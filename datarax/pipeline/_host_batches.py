@@ -11,7 +11,9 @@ batches' times (so a one-off warm-up does not count) is at least `AUTO_WORTH` ti
 moving a batch between processes costs, as many workers as that ratio, at most one per
 usable core; else none, and none on one usable core, for stages that return jax.Arrays
 (which cannot leave a worker) or for a source or stages that cannot be pickled. The
-source and stages are pickled only once workers are chosen.
+source and stages are pickled only once workers are chosen. Chosen workers start in the
+background: this process goes on making batches until every worker is ready, and they
+take over at the next batch, so no batch waits for their start.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 import jax
@@ -45,10 +48,13 @@ MOVE_BYTES_PER_S = 4e9  # one copy into shared memory
 class HostBatches(Protocol):
     """Makes batch `index` of `epoch`, which ends before batch `end` (the next epoch
     before `next_end`), recording its times in `times`; `workers` is how many worker
-    processes make them."""
+    processes make them, `in_workers` whether they make them now."""
 
     @property
     def workers(self) -> int: ...
+
+    @property
+    def in_workers(self) -> bool: ...
 
     def batch(
         self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes
@@ -58,16 +64,20 @@ class HostBatches(Protocol):
 class InProcess:
     """Host batches made in this process, when asked for."""
 
-    workers = 0
+    workers, in_workers = 0, False
 
     def __init__(
         self, source: Source, stages: Stages, order: EpochOrder, crossing: Callable[[], None]
     ):
         self._source, self._stages, self._order, self._crossing = source, stages, order, crossing
+        # An ArraySource reads any rows itself, in one gather per leaf, read-only already.
+        self._read: Callable[[Any], Batch] = (
+            source.__getitem__ if isinstance(source, ArraySource) else partial(read_rows, source)
+        )
 
     def batch(self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes) -> Batch:
         start = time.perf_counter()
-        batch = read_rows(self._source, self._order.rows(epoch, index))
+        batch = self._read(self._order.rows(epoch, index))
         read = time.perf_counter()
         token = FEEDING.set(self._crossing)
         try:
@@ -82,11 +92,21 @@ class InWorkers:
     """Host batches made by worker processes, a few ahead (see `HostWorkers`); they stop
     when `owner` (the pipeline) is collected, so none outlives it."""
 
+    in_workers = True
+
     def __init__(self, owner: object, payload: bytes, order: EpochOrder, options: Workers):
         self._workers = HostWorkers(payload, options)  # started at the first batch
         self._order = order
         self.workers = int(options.count)
         weakref.finalize(owner, self._workers.close)
+
+    def start_in_background(self) -> None:
+        """Starts the workers now, from a thread, rather than at the first batch."""
+        self._workers.start_in_background()
+
+    def ready(self) -> bool:
+        """Whether the workers can take batches without a wait for their start."""
+        return self._workers.ready()
 
     def batch(self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes) -> Batch:
         return self._workers.batch(epoch, index, end, next_end, self._order.rows, times)
@@ -122,6 +142,9 @@ def choose_workers(seconds: float, nbytes: int, cores: int) -> tuple[int, str]:
     )
 
 
+_STARTING = " They start in the background; this process makes the batches until they are ready."
+
+
 def _nbytes(batch: Batch) -> int:
     return sum(
         leaf.nbytes for leaf in jax.tree_util.tree_leaves(batch) if isinstance(leaf, np.ndarray)
@@ -138,7 +161,9 @@ def _jax_arrays(batch: Batch) -> str:
 
 class Auto:
     """``workers="auto"``: the first batches made here, timed; then workers or not.
-    `payload` pickles the source and stages, called only once workers are chosen."""
+    `payload` pickles the source and stages, called only once workers are chosen; the
+    workers chosen start in the background and take over at the first batch after they
+    are ready, which `choice` then names."""
 
     def __init__(
         self,
@@ -150,19 +175,33 @@ class Auto:
     ):
         self._owner, self._here, self._payload = weakref.ref(owner), here, payload
         self._order, self._options = order, options
-        self._chosen: HostBatches | None = None
+        self._chosen: HostBatches | None = None  # what makes the batches once chosen
+        self._starting: InWorkers | None = None  # the workers chosen, until they take over
         self._timed: list[tuple[float, int]] = []  # (seconds, bytes) of the batches made here
         self.choice = f"workers='auto' chooses after the first {AUTO_BATCHES} batches."
 
     @property
     def workers(self) -> int:
+        """The workers chosen (0 until then), whether or not they have taken over yet."""
+        if self._starting is not None:
+            return self._starting.workers
         return 0 if self._chosen is None else self._chosen.workers
+
+    @property
+    def in_workers(self) -> bool:
+        return self._chosen is not None and self._chosen.in_workers
 
     @property
     def chosen(self) -> bool:
         return self._chosen is not None
 
     def batch(self, epoch: int, index: int, end: int, next_end: int, times: BatchTimes) -> Batch:
+        if self._starting is not None and self._starting.ready():
+            self._chosen, self._starting = self._starting, None
+            self.choice = self.choice.replace(
+                _STARTING,
+                f" They started meanwhile and took over at batch {index} of epoch {epoch}.",
+            )
         if self._chosen is not None:
             return self._chosen.batch(epoch, index, end, next_end, times)
         batch = self._here.batch(epoch, index, end, next_end, times)  # raises as a stage does
@@ -191,7 +230,9 @@ class Auto:
             self.choice = f"workers='auto' chose 0: {error}"
             return
         options = Workers(count, self._options.read_next_epoch, self._options.keep_freed_memory)
-        self._chosen = InWorkers(owner, payload, self._order, options)
+        self._starting = InWorkers(owner, payload, self._order, options)
+        self._starting.start_in_background()
+        self.choice += _STARTING
 
 
 def host_batches(

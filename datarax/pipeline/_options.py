@@ -114,8 +114,9 @@ class Workers:
             processes; ``"auto"`` makes the first three batches in this process, timing
             them, and then picks a count from their median time and the usable cores
             (none on one core, or for stages that return jax.Arrays), pickling the
-            source and stages only then (the choice and its reason are in
-            `Pipeline.workers_choice`).
+            source and stages only then; the workers start in the background while this
+            process goes on making batches, and take over once they are ready (the
+            choice, its reason and that batch are in `Pipeline.workers_choice`).
         read_next_epoch: let workers start the next epoch's first batches before this
             epoch ends, so a new epoch starts without a wait. Off by default: then the
             workers read nothing of an epoch before it begins, so a change made to a

@@ -119,6 +119,9 @@ class EpochOrder:
         self.epochs, self.batch_size, self.seed = epochs, batch_size, seed
         self._pick = pick or _all_rows
         self._last: tuple[int, int, BlockOrder] | None = None  # (epoch, length, its order)
+        # Every row, in order, of the same records every epoch: batch k is one slice.
+        in_order = seed is None and pick is None and not epochs.changes
+        self._in_order_length = epochs.length(0) if in_order else None
 
     def order(self, epoch: int) -> BlockOrder | None:
         """The row order of `epoch`; None without shuffle (rows in order). The last
@@ -134,5 +137,7 @@ class EpochOrder:
     def rows(self, epoch: int, index: int) -> Rows | EpochRows:
         """The source rows of batch `index` of `epoch` that this host reads, in batch order."""
         start = index * self.batch_size
+        if self._in_order_length is not None:
+            return slice(start, min(start + self.batch_size, self._in_order_length))
         stop = min(start + self.batch_size, self.epochs.length(epoch))
         return self.epochs.rows(epoch, self._pick(self.order(epoch), start, stop))

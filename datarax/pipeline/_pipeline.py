@@ -93,12 +93,14 @@ class Pipeline:
         uneven_hosts: when per-host pipelines have different numbers of batches in an
             epoch, ``"stop"`` them all at the smallest, or ``"raise"`` on every host.
         workers: 0 (default) reads and runs `stages` here; N > 0 in N worker processes,
-            ahead and in order, giving the batches of ``workers=0``; ``"auto"`` picks N
-            from the first batches' times and the cores; a `Workers` sets more. The
-            source and stages are pickled when the pipeline is built (with ``"auto"``,
-            once it chooses workers), memory-mapped arrays as their files' paths; stages
-            must return host data, and a script must keep its code under
-            ``if __name__ == "__main__":`` (see `datarax.pipeline.workers`).
+            ahead and in order, giving the batches of ``workers=0``; ``"auto"`` times the
+            first 3 batches, made here, and picks as many workers as their median time is
+            worth (at most one a core), which start in the background and take over at the
+            first batch after they are ready, so no batch waits for them to start; a
+            `Workers` sets more. The source and stages are pickled when the pipeline is
+            built (with ``"auto"``, once it chooses workers), memory-mapped arrays as
+            their files' paths; stages must return host data, and a script must keep its
+            code under ``if __name__ == "__main__":`` (see `datarax.pipeline.workers`).
 
     Example:
         >>> pipeline = Pipeline(source={"x": np.arange(10)}, stages=[lambda b: b["x"] * 2],
@@ -148,8 +150,13 @@ class Pipeline:
             self, self._source, self._stages, self._order, self._workers, self._ends.crossing_hosts
         )
         self._position, self._timings = Position(), Timings()
+        # An ArraySource's rows are its own, fixed; a source that changes by epoch has a
+        # length of its own every epoch. Any other may change under the pipeline.
+        fixed = isinstance(self._source, ArraySource) or self._epochs.changes
+        self._check_length, self._next_epoch_ahead = not fixed, self._workers.read_next_epoch
+        self._finishing = self._global is not None or self._batching.pad_remainder
         self._feed = Feed(
-            lambda: self._position.generation,
+            self._position,
             self._begin_epoch,
             self._next_batch,
             self._ends.crossing_hosts,
@@ -188,14 +195,16 @@ class Pipeline:
 
     @property
     def workers(self) -> int | str:
-        """Worker processes making host batches (0: none; ``"auto"`` until it has chosen)."""
+        """Worker processes making host batches (0: none; ``"auto"`` until it has chosen,
+        then the number chosen, from their start in the background on)."""
         if not getattr(self._host, "chosen", True):
             return "auto"
         return self._host.workers
 
     @property
     def workers_choice(self) -> str:
-        """With ``workers="auto"``: what was chosen at the first batch, and why."""
+        """With ``workers="auto"``: what was chosen after the first batches, why, and the
+        batch at which the workers chosen took over."""
         return getattr(self._host, "choice", "")
 
     def time_report(self) -> TimeReport:
@@ -208,7 +217,7 @@ class Pipeline:
             >>> report.batches, report.workers
             (4, 0)
         """
-        in_workers = bool(self._host.workers)
+        in_workers = self._host.in_workers
         return self._timings.report(self._host.workers, in_workers, self.workers_choice)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -288,40 +297,49 @@ class Pipeline:
                 f"iterates a Pipeline with workers={self._workers.count!r}, which would start "
                 "workers in every worker, without end"
             )
-        self._position.begin_iteration(self._state())
+        self._position.begin_iteration(self._at())
         return Epoch(self._feed)
 
     def _begin_epoch(self) -> None:
-        state, at = self.get_state(), self._position
+        at = self._position
         count = self._count(at.epoch)
         remainder = self._batching.remainder(self._epochs.length(at.epoch))
         if self._global is not None and remainder:
             self._global.check_last_batch(remainder)  # raises where it does not split
-        self._ends.begin(at.epoch, at.next, count, lambda: json.dumps(state, sort_keys=True))
+        self._ends.begin(at.epoch, at.next, count, self._state_json)
+
+    def _state_json(self) -> str:
+        return json.dumps(self.get_state(), sort_keys=True)
 
     def _next_batch(self) -> Batch:
         """The next batch of the epoch; the position moves on once every stage returned."""
-        self._timings.asked()
-        at = self._position
-        if at.next >= self._ends.end:
+        asked, at, end = time.perf_counter(), self._position, self._ends.end
+        if at.next >= end:
             self._timings.epoch_ended()
             raise StopIteration
-        if len(self._source) != self._length and not self._epochs.changes:
+        if self._check_length and len(self._source) != self._length:
             check_length(self._source, self._length)  # raises, naming both lengths
-        length = self._epochs.length(at.epoch)
-        next_end = self._count(at.epoch + 1) if self._workers.read_next_epoch else 0
+        next_end = self._count(at.epoch + 1) if self._next_epoch_ahead else 0
         times = BatchTimes()
-        batch = self._host.batch(at.epoch, at.next, self._ends.end, next_end, times)
+        batch = self._host.batch(at.epoch, at.next, end, next_end, times)
+        if self._finishing:
+            batch = self._finish(batch, at.epoch, at.next, times)
+        at.next += 1
+        self._timings.returned(times, asked)
+        return batch
+
+    def _finish(self, batch: Batch, epoch: int, index: int, times: BatchTimes) -> Batch:
+        """Host batch `index` of `epoch` placed as a global batch through the device
+        stages (with `sharding`), with its row mask (with `pad_remainder`)."""
+        length = self._epochs.length(epoch)
         if self._global is not None:
             placing = time.perf_counter()
-            batch = self._global.place(batch, self._batching.size(at.next, length))
+            batch = self._global.place(batch, self._batching.size(index, length))
             staging = time.perf_counter()
             batch = self._device_stages(batch)
             times.place, times.device_stages = staging - placing, time.perf_counter() - staging
         if self._batching.pad_remainder:
-            real, places = self._batching.real_rows(at.next, length), self._global
+            real, places = self._batching.real_rows(index, length), self._global
             mask = host_row_mask(self.batch_size, real) if places is None else places.row_mask(real)
             batch = with_row_mask(batch, mask)
-        at.next += 1
-        self._timings.returned(times)
         return batch

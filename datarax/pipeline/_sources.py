@@ -97,7 +97,7 @@ class ArraySource:
             parts = [leaf[index] for leaf in self._leaves]
         else:  # an integer array gathers a copy, which nothing else refers to yet
             parts = [_frozen(leaf[index]) for leaf in self._leaves]
-        return jax.tree_util.tree_unflatten(self._treedef, parts)
+        return self._treedef.unflatten(parts)  # jax.tree_util.tree_unflatten, one call less
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled (in a worker), numpy's arrays are writeable again.

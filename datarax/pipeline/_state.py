@@ -167,10 +167,11 @@ class Position:
             return self.epoch + 1, 0
         return self.epoch, self.next
 
-    def begin_iteration(self, state: PipelineState) -> None:
-        """An ``iter()``: resume at `state` (this position's), or begin the next epoch."""
+    def begin_iteration(self, at: tuple[int, int]) -> None:
+        """An ``iter()``: resume at `at` (the epoch and batch this position stands at), or
+        begin the next epoch."""
         if self.resume:
-            self.epoch, self.next, self.resume = state.epoch, state.batch_index, False
+            (self.epoch, self.next), self.resume = at, False
         else:
             self.epoch, self.next = self.epoch + 1, 0
         self.generation += 1

@@ -6,15 +6,15 @@ it on devices (global batches), in the device stages, and the time the caller sp
 between taking this batch and asking for the next (its step). With workers, reading,
 the stages and the move into the slot happen in a worker, side by side with the other
 workers and with this process; the rest happens here. A few clock reads per batch: the
-cost is microseconds, so it is always on, over the last `KEEP` batches. A report can be
-asked for from any thread while another iterates: it reads a copy taken under a lock.
+cost is well under a microsecond, so it is always on, over the last `KEEP` batches. A
+report can be asked for from any thread while another iterates: it reads a copy of the
+times taken in one step (``deque.copy``, atomic as ``deque.append`` is).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import threading
 import time
 
 KEEP = 256  # batches a pipeline remembers the times of
@@ -30,9 +30,17 @@ WHERE: dict[str, str] = {
 }
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(init=False)  # every part starts at its default, set on the class
 class BatchTimes:
-    """The seconds one batch spent in each part (see the module's docstring)."""
+    """The seconds one batch spent in each part (see the module's docstring); made once a
+    batch, so making one sets nothing: a part not set reads its default.
+
+    Example:
+        >>> times = BatchTimes()
+        >>> times.read = 0.25
+        >>> times.read, times.wait
+        (0.25, 0.0)
+    """
 
     read: float = 0.0
     stages: float = 0.0
@@ -53,10 +61,12 @@ class TimeReport:
         batches: how many batches the means are over.
         workers: the pipeline's worker processes (0: everything in this process).
         ms: each part's mean milliseconds per batch, by name (`PARTS`).
-        in_workers: the parts that ran in the workers, side by side with this process.
+        in_workers: the parts that run in the workers, side by side with this process
+            (with ``workers="auto"``, once the workers chosen have taken over).
         start_s: seconds spent waiting for worker processes to start, once; left out of
             the means, where it would count as waiting.
-        workers_choice: with ``workers="auto"``, what was chosen and why.
+        workers_choice: with ``workers="auto"``, what was chosen, why, and when the
+            workers took over.
         copied_mb: mean megabytes a batch copied to cross between processes (into its
             shared-memory slot, or pickled); arrays a stage made with `output_array`
             in the slot are not copied. 0 without workers.
@@ -93,20 +103,14 @@ class Timings:
 
     def __init__(self) -> None:
         self._batches: collections.deque[BatchTimes] = collections.deque(maxlen=KEEP)
-        self._lock = threading.Lock()  # a report copies the times while a batch is added
         self._returned: float | None = None  # when the last batch went to the caller
-        self._step = 0.0
 
-    def asked(self) -> None:
-        """The caller asks for a batch: the time since the last one is its step."""
-        now = time.perf_counter()
-        self._step = 0.0 if self._returned is None else now - self._returned
-
-    def returned(self, times: BatchTimes) -> None:
-        """A batch with `times` goes to the caller now."""
-        times.step = self._step
-        with self._lock:
-            self._batches.append(times)
+    def returned(self, times: BatchTimes, asked: float) -> None:
+        """A batch with `times`, asked for at `asked` (``time.perf_counter``), goes to the
+        caller now: the time from the last batch to `asked` was the caller's step."""
+        last = self._returned
+        times.step = 0.0 if last is None else asked - last
+        self._batches.append(times)
         self._returned = time.perf_counter()
 
     def epoch_ended(self) -> None:
@@ -115,8 +119,7 @@ class Timings:
 
     def report(self, workers: int, in_workers: bool, choice: str) -> TimeReport:
         """The means over the batches remembered (safe from any thread)."""
-        with self._lock:
-            batches = list(self._batches)
+        batches = self._batches.copy()  # one step: no batch is added halfway through
         count = len(batches)
         ms = {
             part: 1e3 * sum(getattr(times, part) for times in batches) / max(count, 1)

@@ -8,7 +8,10 @@ each worker up to `AHEAD_PER_WORKER` tasks (the rows of a batch and a slot to wr
 into), asks for batch k and the ones after it, and reads the answers back in order, so
 the batches are the ones ``workers=0`` makes. A batch whose making raised is forgotten:
 asking again makes it again. Waiting for an answer happens in the calling thread, so a
-Ctrl-C interrupts it. A worker that dies is noticed at once, by its exit or its broken
+Ctrl-C interrupts it. The workers start at the first batch asked for, or, with
+`start_in_background`, from a thread while the caller goes on: each says it is ready
+once it has loaded the source and stages, and `ready` tells, without waiting, whether
+all have. A worker that dies is noticed at once, by its exit or its broken
 pipe: the call raises `WorkerError`, and the next one starts new workers, as it does
 after a Ctrl-C that cut a message short (which leaves that pipe out of step).
 
@@ -32,6 +35,7 @@ import multiprocessing.forkserver
 import os
 import pickle
 import signal
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -44,7 +48,7 @@ from datarax.pipeline._sources import EpochRows, Rows
 from datarax.pipeline._timing import BatchTimes
 from datarax.pipeline.workers._guards import raise_if_no_main_guard, started_platform
 from datarax.pipeline.workers._slots import Lent, Slots
-from datarax.pipeline.workers._worker import serve
+from datarax.pipeline.workers._worker import READY, serve
 
 AHEAD_PER_WORKER = 2  # tasks sent to a worker before its first answer comes back
 CLOSE_GRACE_S = 1.0  # how long a closing pool's busy workers may take to stop
@@ -94,6 +98,22 @@ class _Process:
         self.connection = ours
         self.sent: collections.deque[int] = collections.deque()
         self.torn = False  # a message to or from it was cut short: the pipe is out of step
+        self.ready = False  # it said it loaded the source and stages (or it ended)
+
+    def poll_ready(self) -> bool:
+        """Whether the worker has loaded the source and stages, without waiting. One that
+        ended counts as ready: asking it for a batch then raises as it would have."""
+        if not self.ready and self.connection.poll():
+            try:
+                with self._whole():
+                    self._greeted(self.connection.recv_bytes())
+            except (EOFError, OSError):
+                self.ready = True
+        return self.ready
+
+    def _greeted(self, message: bytes) -> None:
+        assert message == READY, "a worker answered before it said it was ready"
+        self.ready = True
 
     def send(self, task: Any) -> None:
         """Sends `task`; blocks until the worker has read all but what the pipe holds.
@@ -110,12 +130,15 @@ class _Process:
         Raises:
             EOFError: the worker ended before it answered.
         """
-        ready = multiprocessing.connection.wait([self.connection, self.process.sentinel])
-        if self.connection not in ready and not self.connection.poll():
-            raise EOFError
-        with self._whole():
-            answer = self.connection.recv_bytes()
-        return pickle.loads(answer)
+        while True:
+            ready = multiprocessing.connection.wait([self.connection, self.process.sentinel])
+            if self.connection not in ready and not self.connection.poll():
+                raise EOFError
+            with self._whole():
+                answer = self.connection.recv_bytes()
+            if self.ready:
+                return pickle.loads(answer)
+            self._greeted(answer)
 
     @contextlib.contextmanager
     def _whole(self) -> Iterator[None]:
@@ -146,6 +169,33 @@ class HostWorkers:
         self._answers: dict[int, tuple[bool, Any]] = {}  # read ahead of their turn
         self._abandoned: dict[int, Lent | None] = {}  # sent, then no longer wanted
         self._numbers = itertools.count()
+        self._starter: threading.Thread | None = None  # starting the workers in the background
+
+    def start_in_background(self) -> None:
+        """Starts the workers from a thread of its own, so the caller goes on meanwhile;
+        `ready` says when they can take batches. Should the start fail, the first batch
+        asked for starts them again, and raises as a start there would."""
+        self._starter = threading.Thread(
+            target=self._start_quietly, name="datarax-pipeline-workers-start", daemon=True
+        )
+        _open.add(self)  # closed at exit even while starting
+        self._starter.start()
+
+    def _start_quietly(self) -> None:
+        with contextlib.suppress(Exception):  # raised again by the first batch (see above)
+            self._start()
+
+    def ready(self) -> bool:
+        """Whether every worker has started and loaded the source and stages (or ended,
+        which the first batch asked for reports), without waiting."""
+        if self._starter is not None and self._starter.is_alive():
+            return False
+        try:
+            return all([worker.poll_ready() for worker in self._processes])  # every one read
+        except BaseException:
+            if any(worker.torn for worker in self._processes):
+                self.close(grace_s=0)  # a pipe out of step: the next batch starts anew
+            raise
 
     def batch(
         self,
@@ -171,6 +221,7 @@ class HostWorkers:
 
     def _batch(self, key: Key, end: int, next_end: int, rows_of: RowsOf, times: BatchTimes) -> Any:
         epoch, index = key
+        self._join_starter()
         wanted = self._wanted(epoch, index, end, next_end)
         for key in [key for key in self._pending if key not in wanted]:
             self._abandon(self._pending.pop(key))
@@ -202,6 +253,13 @@ class HostWorkers:
         times.copied = answer.copied
         self._send(self._wanted(epoch, index + 1, end, next_end), rows_of)
         return batch
+
+    def _join_starter(self) -> None:
+        """Waits for a start in the background to end (unless this is its thread: a
+        pipeline collected there closes its pool)."""
+        starter, self._starter = self._starter, None
+        if starter is not None and starter is not threading.current_thread():
+            starter.join()
 
     def _wanted(self, epoch: int, index: int, end: int, next_end: int) -> list[Key]:
         ahead = AHEAD_PER_WORKER * self._count
@@ -241,7 +299,12 @@ class HostWorkers:
         head of a worker's queue: nobody else asks for them, and until they are read that
         worker counts as busy and takes no new task."""
         for worker in self._processes:
-            while worker.sent and worker.sent[0] in self._abandoned and worker.connection.poll():
+            while (
+                worker.sent
+                and worker.sent[0] in self._abandoned
+                and worker.poll_ready()  # its first message says it is ready, not an answer
+                and worker.connection.poll()
+            ):
                 self._receive(worker)
 
     def _abandon(self, task: _Task) -> None:
@@ -294,6 +357,7 @@ class HostWorkers:
         A worker told to stop ends its whole process group once the task at hand is
         done; one still busy after `grace_s` has its group killed from here (at once
         with ``grace_s=0``, which sends nothing down the pipes)."""
+        self._join_starter()
         processes, self._processes = self._processes, []
         for worker in processes if grace_s else ():
             with contextlib.suppress(OSError):

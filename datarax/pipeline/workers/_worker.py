@@ -4,8 +4,9 @@ a batch.
 A worker starts with the pipeline's process's environment as it was when the pool
 started, JAX on CPU only, glibc told to keep freed memory (`Workers.keep_freed_memory`),
 and its own process group; it ignores Ctrl-C (the pipeline's process handles it and
-closes the pool) and unpickles the source and stages once. It then answers tasks in the
-order they come: the rows of one batch and a slot to write it into
+closes the pool) and unpickles the source and stages once, then says it is `READY`
+(whether they loaded or not: a failure to load is the answer to every task). It then
+answers tasks in the order they come: the rows of one batch and a slot to write it into
 (`datarax.pipeline.workers._slots`). Its answers go out through a thread of their own,
 so the worker reads its next task while an answer waits for the pipeline's process to
 read it: neither process blocks writing to the pipe while the other does (a task of a
@@ -47,6 +48,7 @@ from datarax.pipeline.workers._owners import pid_prefix, sweep_after
 from datarax.pipeline.workers._slots import Answer, Lent
 from datarax.pipeline.workers._worker_side import WorkerSide
 
+READY = b"ready"  # a worker's first message: it has loaded the source and stages (or failed to)
 WATCH_S = 0.2  # without pidfd: how often a worker checks that its pipeline's process lives
 LEAVE_WAIT_S = 5.0  # how long a worker whose pipe broke waits for its pipeline's lock
 _side = WorkerSide()
@@ -152,9 +154,10 @@ def serve(
     last = "the source's __getitem__"
     if isinstance(work, tuple) and work[1]:
         last = f"stages[{len(work[1]) - 1}]"
-    replies = _Replies(connection)
     wait_s = 0.0  # told to stop: the pipeline's process lives on and deletes its files
     try:
+        connection.send_bytes(READY)  # before any answer: the pool may now send it batches
+        replies = _Replies(connection)
         while True:
             task = connection.recv()  # EOFError once the pipeline's process is gone
             if task is None:  # told to stop
