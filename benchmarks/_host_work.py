@@ -1,8 +1,9 @@
 """What the two host-work benchmarks share: the pipeline's endless stream of batches,
 the order candidates run in, the machine's description, and the results file.
 
-Both time every candidate by the rule of `benchmarks._epoch_timing` (the first epoch
-untimed, then epochs each timed alone) and take ratios as medians of per-round ratios:
+Both time every candidate by the rule of `benchmarks._epoch_timing` (a fresh run of
+whole epochs, timed from its first batch to its last, each epoch's time beside it) and
+take ratios as medians of per-round ratios:
 `benchmarks.host_work_records` (small records, the step ``make bench`` runs) and
 `benchmarks.host_work_images` (38.5 MB image batches, against Grain and the copy to a
 device).

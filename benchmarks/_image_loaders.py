@@ -1,9 +1,11 @@
-"""The images case's loaders, each a `Candidate`: how it opens its stream of batches and
-how its batches are placed on the device (`benchmarks.host_work_images` times them).
+"""The images case's loaders, each a `Candidate`: the ways it delivers batches (host
+only, placed) as streams to open, and what the consumer does with each batch of a way
+(`benchmarks.host_work_images` times them).
 
-`Pipeline` places as ``Pipeline(sharding=...)`` does on one process,
-``ArraySharder().shard(batch, single_device_sharding(device))``; Grain with
-``jax.device_put(batch, device)``, its own way.
+Batches go onto one sharding: the batch's rows split over `placement_sharding`'s
+devices. `Pipeline` places them itself, ``Pipeline(..., sharding=S)``, and also behind
+``prefetch_to_device(Pipeline(...), sharding=S)`` (its thread places), as a training loop
+would; Grain with ``jax.device_put(batch, S)`` in the consumer, its own way.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from typing import Any
 import grain
 import jax
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 from benchmarks import _image_stage as stage
 from benchmarks._epoch_timing import close_stream
 from benchmarks._host_work import pipeline_epochs, pipeline_name
-from datarax._compat import single_device_sharding
-from datarax.pipeline import ArraySource, Workers
+from datarax.pipeline import ArraySource, Workers, prefetch_to_device
 from datarax.pipeline import _memory as memory
 from datarax.sharding import ArraySharder
 
@@ -49,17 +51,46 @@ def allocator_environment() -> dict[str, str]:
     }
 
 
+def placement_sharding(devices: int) -> NamedSharding:
+    """The rows of a batch split over the first `devices` of `jax.devices()`."""
+    available = jax.devices()
+    if not 1 <= devices <= len(available):
+        raise ValueError(
+            f"--devices {devices}: this process has {len(available)} device(s); pass "
+            f"1 to {len(available)}."
+        )
+    mesh = jax.sharding.Mesh(np.array(available[:devices]), ("data",))
+    return NamedSharding(mesh, PartitionSpec("data"))
+
+
 def pipeline_stream(
-    path: str, batch_size: int, workers: str, read_next_epoch: bool, notes: dict[str, Any]
+    path: str,
+    batch_size: int,
+    workers: str,
+    read_next_epoch: bool,
+    notes: dict[str, Any],
+    sharding: Sharding | None = None,
 ) -> Iterator[Any]:
+    """`Pipeline`'s endless stream over the image file; with `sharding`, its batches
+    placed by the pipeline (``Pipeline(..., sharding=sharding)``)."""
     images = np.load(path, mmap_mode="r")  # reaches the workers as its path
     source = ArraySource({"image": images, "label": np.arange(len(images), dtype=np.int32)})
     options = Workers(
         "auto" if workers == "auto" else int(workers), read_next_epoch=read_next_epoch
     )
     return pipeline_epochs(
-        notes, source=source, stages=[stage.augment_batch], batch_size=batch_size, workers=options
+        notes,
+        source=source,
+        stages=[stage.augment_batch],
+        batch_size=batch_size,
+        workers=options,
+        sharding=sharding,
     )
+
+
+def _prefetched(sharding: Sharding, open_stream: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    """The stream `open_stream` opens, placed onto `sharding` by `prefetch_to_device`."""
+    return prefetch_to_device(open_stream(), sharding=sharding)
 
 
 def _grain_stream(path: str, batch_size: int, way: str, workers: int, repeats: int) -> Any:
@@ -119,13 +150,19 @@ def _with_environment(
                 os.environ[name] = value
 
 
+Finish = Callable[[Any], Any] | None  # what the consumer does with each batch of a way
+Way = tuple[Callable[[dict[str, Any]], Iterator[Any]], Finish]  # opener(notes), finish
+HOST, PLACED, PREFETCHED = "host", "placed", "prefetched"  # the ways, in the order run
+
+
 @dataclasses.dataclass
 class Candidate:
-    """A loader: `open(notes)` opens its endless stream; `place` puts a batch on the
-    device and waits; `kind` and `workers` say what it is (`benchmarks._image_summary`)."""
+    """A loader: per way of delivering batches (`HOST`, `PLACED`, `PREFETCHED`), how
+    its endless stream opens (given a dict for what the loader says of itself) and what
+    the consumer does with each batch; `kind` and `workers` say what it is
+    (`benchmarks._image_summary`)."""
 
-    open: Callable[[dict[str, Any]], Iterator[Any]]
-    place: Callable[[Any], None]
+    ways: dict[str, Way]
     kind: str
     workers: int | str = 0
 
@@ -139,37 +176,44 @@ def candidates_for(
     repeats: int,
     read_next_epoch: bool,
     prepared: dict[str, np.ndarray],
-    device: Any,
+    sharding: Sharding,
 ) -> dict[str, Candidate]:
     """Every candidate by name: `Pipeline` at each of `workers`, Grain's `grain_ways` at
     each of `grain_workers`, and the placement of the `prepared` batch alone, both ways."""
-    sharder, sharding = ArraySharder(), single_device_sharding(device)
+    sharder = ArraySharder()
 
     def shard(batch: Any) -> None:
         jax.block_until_ready(sharder.shard(batch, sharding))
 
     def put(batch: Any) -> None:
-        jax.block_until_ready(jax.device_put(batch, device))
+        jax.block_until_ready(jax.device_put(batch, sharding))
 
-    candidates = {
-        pipeline_name(count): Candidate(
-            functools.partial(pipeline_stream, path, batch_size, count, read_next_epoch),
-            shard,
-            "pipeline",
-            count if count == "auto" else int(count),
-        )
-        for count in workers
-    }
+    candidates = {}
+    for count in workers:
+        host = functools.partial(pipeline_stream, path, batch_size, count, read_next_epoch)
+        ways: dict[str, Way] = {
+            HOST: (host, None),
+            PLACED: (functools.partial(host, sharding=sharding), jax.block_until_ready),
+            PREFETCHED: (
+                lambda notes, host=host: _prefetched(sharding, functools.partial(host, notes)),
+                jax.block_until_ready,
+            ),
+        }
+        kind_workers = count if count == "auto" else int(count)
+        candidates[pipeline_name(count)] = Candidate(ways, "pipeline", kind_workers)
     for way, count in itertools.product(grain_ways, grain_workers):
         opener = functools.partial(_grain_stream, path, batch_size, way, count, repeats)
         name = f"{GRAIN_WAYS[way]} workers={count}"
         if way != "kept":
-            candidates[name] = Candidate(lambda notes, opener=opener: opener(), put, "grain", count)
+            plain = lambda notes, opener=opener: opener()  # noqa: E731
+            candidates[name] = Candidate(
+                {HOST: (plain, None), PLACED: (plain, put)}, "grain", count
+            )
         elif count:  # the settings reach Grain's processes only
             with_settings = functools.partial(_with_environment, allocator_environment(), opener)
-            candidates[name] = Candidate(with_settings, put, "grain-kept", count)
-    candidates[PUT_ALONE] = Candidate(lambda notes: itertools.repeat(prepared), put, "copy-put")
-    candidates[SHARD_ALONE] = Candidate(
-        lambda notes: itertools.repeat(prepared), shard, "copy-shard"
-    )
+            ways = {HOST: (with_settings, None), PLACED: (with_settings, put)}
+            candidates[name] = Candidate(ways, "grain-kept", count)
+    again = lambda notes: itertools.repeat(prepared)  # noqa: E731
+    candidates[PUT_ALONE] = Candidate({PLACED: (again, put)}, "copy-put")
+    candidates[SHARD_ALONE] = Candidate({PLACED: (again, shard)}, "copy-shard")
     return candidates

@@ -190,41 +190,23 @@ def _copy_run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _timed_run(spec: dict[str, Any]) -> dict[str, Any]:
-    """One training run of the candidate `spec`: every batch timed as it arrives."""
+    """One training run of the candidate `spec`, timed from its first batch to its last
+    (`benchmarks._epoch_timing`), every placed batch waited for."""
     import jax
 
-    from benchmarks._epoch_timing import close_stream
+    from benchmarks._epoch_timing import time_run
     from benchmarks._host_work import grain_ready
 
     grain_ready()
     spec["notes"] = {}
-    start = time.perf_counter()
-    stream = (_image_stream if spec["case"] == "images" else _token_stream)(spec)
-    arrivals = []
-    try:
-        for _ in range(spec["epochs"] * spec["batches_per_epoch"]):
-            batch = next(stream)
-            if spec["placed"]:
-                jax.block_until_ready(batch)
-            arrivals.append(time.perf_counter())
-            del batch
-    finally:
-        close_stream(stream)
-    first_s = arrivals[0] - start
-    per = spec["batches_per_epoch"]
-    epochs = [
-        (arrivals[min(len(arrivals) - 1, (e + 1) * per - 1)] - arrivals[max(0, e * per - 1)])
-        / (per if e else per - 1)
-        * 1e3
-        for e in range(spec["epochs"])
-    ]
-    return {
-        "first_batch_s": first_s,
-        "ms_per_batch": (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1) * 1e3,
-        "epoch_ms": epochs,
-        "batches": len(arrivals),
-        "notes": {key: value for key, value in spec["notes"].items() if key != "time_report_ms"},
-    }
+    opener = _image_stream if spec["case"] == "images" else _token_stream
+    finish = jax.block_until_ready if spec["placed"] else None
+    times = time_run(
+        lambda: opener(spec), spec["batches_per_epoch"], spec["epochs"], finish
+    ).as_json()
+    times.pop("first_batch")  # no check here: the images benchmark compares first batches
+    notes = {key: value for key, value in spec["notes"].items() if key != "time_report_ms"}
+    return times | {"notes": notes}
 
 
 def child(spec: dict[str, Any]) -> None:
@@ -410,10 +392,29 @@ def run(preset: Preset, out: Path, bound_gb: float) -> dict[str, Any]:
             print(f"{name}: {_line(result)}", flush=True)
             (out / "feed_device.json").write_text(json.dumps(results, indent=1) + "\n")
     results["ratios"] = _ratios(preset, results["runs"])
+    print(markdown(results["runs"]))
     for name, value in results["ratios"].items():
         print(f"{name:<62} {value:7.3f}")
     (out / "feed_device.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
+
+
+def markdown(runs: dict[str, dict[str, Any]]) -> str:
+    """One row per timed candidate: the seconds to its first batch, its ms a batch from
+    the first batch to the last, and each epoch's ms a batch."""
+    lines = [
+        "| candidate | first batch (s) | first to last, ms/batch | each epoch, ms/batch |",
+        "|" + " --- |" * 4,
+    ]
+    for name, run in runs.items():
+        if "epoch_ms" in run:
+            epochs = ", ".join(f"{ms:.1f}" for ms in run["epoch_ms"])
+            lines.append(
+                f"| {name} | {run['first_batch_s']:.2f} | {run['ms_per_batch']:.2f} | {epochs} |"
+            )
+        elif "error" in run:
+            lines.append(f"| {name} | failed | | |")
+    return "\n".join(lines)
 
 
 def _line(result: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""Image batches through host workers, against Grain and against the copy to a device.
+"""Image batches through host workers, against Grain and against the copy to devices.
 
 The data: ``--images`` (4,096) random uint8 images of ``--side`` x ``--side`` x 3 (224)
 in a memory-mapped ``.npy`` file written to the temporary folder at the start, read in
@@ -19,23 +19,32 @@ same file, all making the same batches (the first batch's digest is compared):
   ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_TOP_PAD_`` in the
   environment while its iterator starts and runs, restored after; read back from each
   of its processes' ``/proc/PID/environ`` at the first batch); N > 0 only;
-- placement alone: one prepared batch through ``jax.device_put`` and through
-  ``ArraySharder().shard``, waited for.
+- placement alone: one prepared batch again and again through ``jax.device_put`` and
+  through ``ArraySharder().shard``, each waited for.
 
 ``--grain-ways`` picks Grain's ways (``batch record kept``; none: no Grain). Grain's
-dataset repeats for exactly the run's epochs (R = 1 + 2 x ``--epochs``): endless, its
-default read-ahead of 500 elements would hold 500 batches (19 GB) in each process.
+dataset repeats for exactly the run's epochs (R = ``--epochs``): endless, its default
+read-ahead of 500 elements would hold 500 batches (19 GB) in each process.
 
-Timing (`benchmarks._epoch_timing`): the seconds to the first batch, the rest of the
-first epoch untimed, then ``--epochs`` (6) epochs of host work alone and as many with
-every batch placed on ``jax.devices()[0]`` and waited for, each epoch timed alone.
-`Pipeline` places as ``Pipeline(sharding=...)`` does on one process,
-``ArraySharder().shard(batch, SingleDeviceSharding(device))``; Grain with
-``jax.device_put(batch, device)``, its own way. Every candidate runs once per round, in
-a shuffled order, ``--rounds`` rounds. A candidate's figure in a round is the mean of its
-timed epochs (`benchmarks._image_summary` says why not their median); ratios are
-medians of per-round ratios. ``--summarize FILE.json`` recomputes and prints a recorded
-run's summary by these rules (rewriting the file) without running anything.
+Placement: onto ``--devices`` (all of ``jax.devices()``: the chip of a one-chip host,
+or `CPU_DEVICES` simulated CPU devices where there is no accelerator), the batch's rows
+split over them (``NamedSharding(mesh, P("data"))``). Each candidate delivers its
+batches in each of its ways, each way a fresh run: **host** (batches as made),
+**placed** (`Pipeline` as ``Pipeline(..., sharding=S)``; Grain through
+``jax.device_put(batch, S)`` in the consumer, its own way) and, for `Pipeline`,
+**prefetched** (``prefetch_to_device(Pipeline(...), sharding=S)``, its thread placing).
+
+Timing (`benchmarks._epoch_timing`): every run takes ``--epochs`` (6) epochs from a
+fresh iterator, every placed batch waited for, and is timed from its first batch to its
+last, as a training run sees it: that figure (ms a batch over the batches after the
+first) is what every ratio and target uses; the seconds to the first batch and each
+epoch's ms a batch are recorded beside it. A loader that reads ahead cannot pass off
+batches made earlier as speed, as it could in a window timed after a warm-up. Every
+candidate runs once per round, in a shuffled order, ``--rounds`` rounds; ratios are
+medians of per-round ratios (`benchmarks._image_summary`). ``--summarize FILE.json``
+recomputes and prints a recorded run's summary (rewriting the file) without running
+anything; it refuses a file recorded by the earlier rule (a window of epochs after an
+untimed first one), which holds no first-to-last times.
 
 The ideal line: one process's stage time, measured in a process of its own with the C
 library's defaults and after `keep_freed_memory()` (this process is not changed),
@@ -45,31 +54,21 @@ Pipeline's best / Grain's best as its docs write it, host only (>= 2); the same 
 Grain with our allocator settings (>= 1); placed ms at the best worker count / max(its
 host ms, the copy's ms) (<= 1.15); one batch's copy through ``shard`` (>= 8 GB/s). On 2
 cores (``--preset two-core``: 24 batches of 128 images of 160 x 160 x 3, workers 0 1
-2, 3 rounds): Pipeline's best / Grain's best as its docs write it (>= 1.1), and
-``workers=1`` / ``workers=0`` not slower for a stage of 5 ms or more.
+2, 3 rounds, placed onto 8 simulated CPU devices): Pipeline's best / Grain's best as its
+docs write it (>= 1.1), ``workers=1`` / ``workers=0`` not slower for a stage of 5 ms or
+more, and placed and prefetched ms at the best worker count / max(its host ms, the
+copy's ms) (<= 1.15 each).
 
-Six timed epochs of each kind (96 batches after the first 16), so that Grain's
-read-ahead (500 elements) drains within the host epochs: the summary gives the ms a
-batch over all of them and over their last half, which must agree for a figure to hold,
-and the whole run's seconds, its first batch included. Memory: every candidate's peak
-(`benchmarks._memory_guard`: this process and every process below it, shared pages
-counted once) is recorded, and a candidate that passes ``--memory-bound-gb`` (3/4 of
-the machine's by default) is stopped and recorded as failed, naming it, so the machine
-stays usable.
-
-Duration of the default run on the 13-core TPU v5e host, estimated from the figures
-measured there (the stage 165 ms a batch in one process, Grain's first batch 11 to 33 s,
-a batch's copy to the chip 39 ms): 17 runs of 208 batches each. ``Pipeline`` at 0
-workers about 35 s, at 4 to 12 about 12 s each; Grain's two ways at 0 processes about
-45 s each; its 9 runs with processes 25 to 50 s each, mostly its start; the placement
-alone 16 s; the data, the stage's own timing, the warm-up and JAX's start about 30 s.
-In all 9 to 13 minutes, the spread being Grain's start. Results are written to
-``--out`` after every run of a candidate, so a run cut short keeps what it measured.
+Memory: every candidate's peak (`benchmarks._memory_guard`: this process and every
+process below it, shared pages counted once) is recorded, and a run that passes
+``--memory-bound-gb`` (3/4 of the machine's by default) is stopped and recorded as
+failed, naming it, so the machine stays usable. Results are written to ``--out`` after
+every candidate's turn, so a run cut short keeps what it measured.
 
     python -m benchmarks.host_work_images [--preset v5e | two-core] [--workers 0 4 8 12]
         [--grain-ways batch record kept] [--rounds 1] [--epochs 6] [--images 4096]
-        [--side 224] [--batch-size 256] [--read-next-epoch] [--memory-bound-gb GB]
-        [--out FILE.json]
+        [--side 224] [--batch-size 256] [--devices N] [--read-next-epoch]
+        [--memory-bound-gb GB] [--out FILE.json]
     python -m benchmarks.host_work_images --summarize FILE.json
 """
 
@@ -81,7 +80,6 @@ import functools
 import hashlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -93,7 +91,7 @@ import numpy as np
 
 from benchmarks import _image_stage as stage
 from benchmarks._child import run_module
-from benchmarks._epoch_timing import EpochTimes, close_stream, time_epochs
+from benchmarks._epoch_timing import RunTimes, close_stream, time_run
 from benchmarks._host_work import (
     grain_ready,
     machine,
@@ -104,14 +102,17 @@ from benchmarks._host_work import (
 )
 from benchmarks._image_loaders import (
     GRAIN_WAYS,
+    HOST,
+    PLACED,
     PUT_ALONE,
     SHARD_ALONE,
     Candidate,
     allocator_environment,
     candidates_for,
     pipeline_stream,
+    placement_sharding,
 )
-from benchmarks._image_summary import print_results, summarize
+from benchmarks._image_summary import print_results, refuse_earlier_rule, summarize
 from benchmarks._memory_guard import Watch, watched
 
 
@@ -127,6 +128,7 @@ class Preset:
     epochs: int
 
 
+CPU_DEVICES = 8  # simulated, where JAX has no accelerator: batches are placed on all of them
 PRESETS = {
     "v5e": Preset(4096, 224, 256, ("0", "4", "8", "12"), rounds=1, epochs=6),
     "two-core": Preset(3072, 160, 128, ("0", "1", "2"), rounds=3, epochs=6),
@@ -168,14 +170,17 @@ def images(
     command: str = "",
     grain_workers: list[int] | None = None,
     memory_bound: int = 0,
+    devices: int = 1,
 ) -> dict[str, Any]:
-    """Every candidate timed by epochs, per round, then summarized; with `out`, the
-    results so far are written there after every run of a candidate."""
+    """Every candidate's every way timed from its first batch to its last, per round,
+    then summarized; with `out`, the results so far are written there after every
+    candidate's turn."""
     batches_per_epoch = count // batch_size
     if batches_per_epoch < 1:
         raise ValueError(f"{count} images make no batch of {batch_size}.")
     grain_ready()
     device = jax.devices()[0]
+    placement_sharding(devices)  # refused here, before anything runs, where it cannot be
     # Worker processes (ours and Grain's) need no accelerator, and one program at a time
     # may hold a TPU: they start with JAX on the CPU.
     os.environ["JAX_PLATFORMS"] = "cpu"
@@ -207,48 +212,57 @@ def images(
         prepared = stage.augment_batch(stage.first_batch(path, batch_size))
         results["batch_bytes"] = sum(leaf.nbytes for leaf in prepared.values())
         results["expected_first_batch"] = _digest(prepared)
+        sharding = placement_sharding(devices)
+        results["placement"] = _placement(sharding, batch_size)
         candidates = candidates_for(
             path,
             batch_size,
             workers,
             grain_ways,
             [int(n) for n in workers if n != "auto"] if grain_workers is None else grain_workers,
-            1 + 2 * epochs,
+            epochs,
             read_next_epoch,
             prepared,
-            device,
+            sharding,
         )
         results["candidates"] = {
-            name: {"kind": candidate.kind, "workers": candidate.workers}
+            name: {
+                "kind": candidate.kind,
+                "workers": candidate.workers,
+                "ways": list(candidate.ways),
+            }
             for name, candidate in candidates.items()
         }
         _warm_up(candidates, path, batch_size)
-        runs: dict[str, list[EpochTimes | None]] = {name: [] for name in candidates}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in candidates}
         notes: dict[str, list[dict[str, Any]]] = {name: [] for name in candidates}
         errors: dict[str, list[str]] = {}
         for round_, name in shuffled_rounds(list(candidates), rounds):
-            candidate, said, watch = candidates[name], {}, Watch()
-            try:
-                with watched(name, memory_bound, watch):
-                    times = time_epochs(
-                        functools.partial(candidate.open, said),
-                        batches_per_epoch,
-                        epochs,
-                        candidate.place,
-                        _digest,
-                    )
-            except Exception as error:  # recorded and shown; the next candidate runs
-                times = None
-                errors.setdefault(name, []).append(repr(error))
-                print(f"  round {round_}: {name}: failed: {error!r}", flush=True)
-            else:
-                print(f"  round {round_}: {name}: {_line(times)}", flush=True)
-            said |= {"peak_memory_gb": watch.peak / 1e9, "memory_before_gb": watch.before / 1e9}
-            settle()
-            runs[name].append(times)
+            candidate, said, timed, peak, before = candidates[name], {}, {}, 0, 0
+            for way, (opener, finish) in candidate.ways.items():
+                watch = Watch()
+                try:
+                    with watched(f"{name} ({way})", memory_bound, watch):
+                        times = time_run(
+                            functools.partial(opener, said.setdefault(way, {})),
+                            batches_per_epoch,
+                            epochs,
+                            finish,
+                            _digest if way == HOST or candidate.kind.startswith("copy") else None,
+                        )
+                except Exception as error:  # recorded and shown; the next one runs
+                    timed[way] = None
+                    errors.setdefault(name, []).append(f"{way}: {error!r}")
+                    print(f"  round {round_}: {name} ({way}): failed: {error!r}", flush=True)
+                else:
+                    timed[way] = times.as_json()
+                    print(f"  round {round_}: {name} ({way}): {_line(times)}", flush=True)
+                settle()
+                peak, before = max(peak, watch.peak), max(before, watch.before)
+            said |= {"peak_memory_gb": peak / 1e9, "memory_before_gb": before / 1e9}
+            runs[name].append(timed)
             notes[name].append(said)
-            results["runs"] = {n: [t and vars(t) for t in ts] for n, ts in runs.items()}
-            results |= {"notes": notes, "errors": errors}
+            results |= {"runs": runs, "notes": notes, "errors": errors}
             if out is not None:
                 write_json(out, results)
     results |= summarize(results)
@@ -256,23 +270,40 @@ def images(
     return results
 
 
+def _placement(sharding: Any, batch_size: int) -> dict[str, Any]:
+    """Where batches are placed, in words and numbers; refuses a batch size that the
+    devices do not divide."""
+    devices = sharding.mesh.devices.size
+    if batch_size % devices:
+        raise ValueError(
+            f"--batch-size {batch_size} does not split over {devices} devices: pass a "
+            f"batch size that is a multiple of {devices}, or --devices that divides it."
+        )
+    first = sharding.mesh.devices.flat[0]
+    return {"devices": devices, "device_kind": first.device_kind, "platform": first.platform}
+
+
 def _warm_up(candidates: dict[str, Candidate], path: str, batch_size: int) -> None:
     """Before any clock: one placement each way (a device's first transfer sets things
     up), and a batch from a pipeline with one worker (it starts the server that the
     workers of every later pipeline of this process are forked from)."""
     for name in (PUT_ALONE, SHARD_ALONE):
-        candidates[name].place(next(candidates[name].open({})))
+        opener, finish = candidates[name].ways[PLACED]
+        assert finish is not None
+        finish(next(opener({})))
     stream = pipeline_stream(path, batch_size, "1", False, {})
-    candidates[SHARD_ALONE].place(next(stream))
+    _, shard = candidates[SHARD_ALONE].ways[PLACED]
+    assert shard is not None
+    shard(next(stream))
     close_stream(stream)
     settle()
 
 
-def _line(times: EpochTimes) -> str:
-    host, placed = statistics.fmean(times.host_ms), statistics.fmean(times.placed_ms)
+def _line(times: RunTimes) -> str:
+    epochs = " ".join(f"{ms:.1f}" for ms in times.epoch_ms)
     return (
-        f"first batch {times.first_batch_s:.2f} s, host {host:.1f} ms/batch, "
-        f"host + placement {placed:.1f} ms/batch"
+        f"first batch {times.first_batch_s:.2f} s, first to last {times.ms_per_batch:.1f} "
+        f"ms/batch (epochs: {epochs})"
     )
 
 
@@ -303,6 +334,7 @@ def main() -> None:
     parser.add_argument("--side", type=int)
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--read-next-epoch", action="store_true", help="Workers(N, True)")
+    parser.add_argument("--devices", type=int, help="place onto this many (default: all)")
     parser.add_argument(
         "--memory-bound-gb",
         type=float,
@@ -313,11 +345,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.summarize is not None:
         recorded = json.loads(args.summarize.read_text())
+        refuse_earlier_rule(recorded, args.summarize)
         recorded |= summarize(recorded)
         print_results(recorded)
         write_json(args.summarize, recorded)
         return
     preset = PRESETS[args.preset]
+    jax.config.update("jax_num_cpu_devices", CPU_DEVICES)  # where there is no accelerator
     print("load average before:", os.getloadavg(), "cores:", os.cpu_count(), flush=True)
     results = images(
         count=args.images or preset.images,
@@ -330,6 +364,7 @@ def main() -> None:
         preset=args.preset,
         read_next_epoch=args.read_next_epoch,
         grain_workers=args.grain_workers,
+        devices=args.devices or len(jax.devices()),
         memory_bound=int((args.memory_bound_gb or 0.75 * _machine_gb()) * 1e9),
         out=args.out,
         command=" ".join(["python -m benchmarks.host_work_images", *sys.argv[1:]]),

@@ -13,17 +13,19 @@ records in batches of 128 (one epoch):
 
 Every candidate is built afresh for each sample and timed by the rule of
 `benchmarks._epoch_timing`, the same as the images case (`benchmarks.host_work_images`):
-the first epoch untimed (it holds the start-up of processes and threads), then
-``--epochs`` (3) epochs of steady state, each timed alone; a sample is the median of
-their records per second. (A pipeline kept from one sample to the next would not do: its
-workers make the next epoch's first batches while the other candidates run, and would
-hand them over for free.) Every candidate runs once per round in a shuffled order; the
-results give records per second per round, their median and range, and the seconds to
-the first batch. Ratios (`Pipeline` at its best worker count over Grain at its best
-configuration, the most workers over workers=0) are medians of per-round ratios.
+a run of ``--epochs`` (4) epochs from a fresh iterator, timed from its first batch to its
+last; a sample is its records per second over that stretch, and each epoch's rate and
+the seconds to the first batch are recorded beside it (``runs`` in the results). A
+loader that reads ahead cannot count batches made before the clock as speed, as it can
+in a window timed after a warm-up. (A pipeline kept from one sample to the next would
+not do: its workers make the next epoch's first batches while the other candidates run,
+and would hand them over for free.) Every candidate runs once per round in a shuffled
+order; the results give records per second per round, their median and range, and the
+seconds to the first batch. Ratios (`Pipeline` at its best worker count over Grain at
+its best configuration, the most workers over workers=0) are medians of per-round ratios.
 
     python -m benchmarks.host_work_records [--rounds 3] [--costs 0.1 0.4 1.6 5]
-        [--workers 0 2] [--epochs 3] [--no-grain] [--out FILE.json | DIR]
+        [--workers 0 2] [--epochs 4] [--no-grain] [--out FILE.json | DIR]
 
 ``--out FILE.json`` writes this run's results to that file; ``--out DIR`` writes
 ``host_work.png`` there and the run into ``results.json`` (as ``make bench`` does). A
@@ -46,7 +48,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from benchmarks._epoch_timing import time_epochs
+from benchmarks._epoch_timing import RunTimes, time_run
 from benchmarks._host_work import (
     grain_ready,
     pipeline_epochs,
@@ -155,11 +157,15 @@ SLOWEST_GRAIN = ("Grain default", "Grain mp_prefetch 1")
 SLOWEST_GRAIN_UNTIL_MS = 5.0
 
 
-def _timed(open_stream: Callable[[], Iterator[Any]], epochs: int) -> tuple[float, float]:
-    """Records per second of the stream `open_stream` opens, the median over `epochs`
-    epochs after the first, and the seconds to its first batch."""
-    times = time_epochs(open_stream, RECORDS // BATCH, epochs)
-    return statistics.median(BATCH * 1e3 / ms for ms in times.host_ms), times.first_batch_s
+def _timed(open_stream: Callable[[], Iterator[Any]], epochs: int) -> RunTimes:
+    """One run of `epochs` epochs of the stream `open_stream` opens, timed from its
+    first batch to its last."""
+    return time_run(open_stream, RECORDS // BATCH, epochs)
+
+
+def _rate(times: RunTimes) -> float:
+    """Records per second from the first batch to the last."""
+    return BATCH * 1e3 / times.ms_per_batch
 
 
 def _candidates(
@@ -211,10 +217,10 @@ def host_work(
     rounds: int = 3,
     workers: Sequence[int] = (0, WORKERS),
     with_grain: bool = True,
-    epochs: int = 3,
+    epochs: int = 4,
 ) -> dict[str, Any]:
     """Records per second of every candidate at every per-record cost, per round, each
-    the median over `epochs` epochs after the first."""
+    from the first batch to the last of a run of `epochs` epochs."""
     workers = sorted(set(workers))
     grain_ready()
     data = _data()
@@ -226,20 +232,24 @@ def host_work(
         candidates = _candidates(data, passes, cost, workers, with_grain)
         samples: dict[str, list[float]] = {name: [] for name in candidates}
         starts: dict[str, list[float]] = {name: [] for name in candidates}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in candidates}
         for round_, name in shuffled_rounds(list(candidates), rounds):
-            rate, first_batch_s = _timed(candidates[name], epochs)
-            samples[name].append(rate)
-            starts[name].append(first_batch_s)
+            times = _timed(candidates[name], epochs)
+            samples[name].append(_rate(times))
+            starts[name].append(times.first_batch_s)
+            runs[name].append(times.as_json())
             # As it goes, so that a run cut short still shows what it measured.
+            epoch_rates = " ".join(f"{BATCH * 1e3 / ms:,.0f}" for ms in times.epoch_ms)
             print(
-                f"  {cost:g} ms, round {round_}/{rounds}: {name}: {rate:,.0f} records/s,"
-                f" first batch {first_batch_s:.2f} s",
+                f"  {cost:g} ms, round {round_}/{rounds}: {name}: {_rate(times):,.0f} "
+                f"records/s first to last (epochs: {epoch_rates}), first batch "
+                f"{times.first_batch_s:.2f} s",
                 flush=True,
             )
         del candidates
         gc.collect()
         case = _summary(cost, passes, measured_ms, samples, workers)
-        cases.append(case | {"first_batch_s": starts})
+        cases.append(case | {"first_batch_s": starts, "runs": runs})
     return {
         "case": "records",
         "records": RECORDS,
@@ -285,10 +295,18 @@ def _summary(
     return summary
 
 
+def _epoch_rates(runs: dict[str, list[dict[str, Any]]], name: str) -> list[float]:
+    """`name`'s records per second in each epoch, the median over rounds (none in a
+    file recorded before runs were kept)."""
+    per_epoch = zip(*(run["epoch_ms"] for run in runs.get(name, [])), strict=True)
+    return [statistics.median(BATCH * 1e3 / ms for ms in epoch) for epoch in per_epoch]
+
+
 def print_results(results: dict[str, Any]) -> None:
     print(
-        f"\nrecords/s, median (range) of {results['rounds']} rounds of {results['records']} "
-        f"records, {results['cores']} cores"
+        f"\nrecords/s from the first batch to the last of {results['epochs']} epochs of "
+        f"{results['records']} records, median (range) of {results['rounds']} rounds, "
+        f"{results['cores']} cores; each epoch's records/s, median over rounds"
     )
     for case in results["cases"]:
         print(
@@ -300,7 +318,8 @@ def print_results(results: dict[str, Any]) -> None:
             print(
                 f"    {name:<22} {statistics.median(rates):>8,.0f}  "
                 f"({min(rates):,.0f}-{max(rates):,.0f}), first batch "
-                f"{statistics.median(case['first_batch_s'][name]):.2f} s"
+                f"{statistics.median(case['first_batch_s'][name]):.2f} s, epochs: "
+                + " ".join(f"{rate:,.0f}" for rate in _epoch_rates(case.get("runs", {}), name))
             )
         ratios = []
         if "pipeline_over_best_grain" in case:
@@ -349,7 +368,7 @@ def main() -> None:
     parser.add_argument("--no-grain", action="store_true", help="leave Grain out")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--costs", type=float, nargs="+", default=list(COSTS_MS))
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument(
         "--out",
         type=Path,

@@ -27,6 +27,11 @@ def test_tiny_mode_times_every_candidate(tmp_path: Path) -> None:
     assert {"images Pipeline workers=1 placed", "tokens Pipeline workers=1 host"} <= set(timed)
     for name, run in timed.items():
         assert "error" not in run, (name, run)
-        assert len(run["epoch_ms"]) == 2 and run["first_batch_s"] > 0
-        assert run["ms_per_batch"] > 0
+        assert len(run["epoch_ms"]) == len(run["epoch_s"]) == 2 and run["first_batch_s"] > 0
+        # Timed from the first batch to the last; the epochs add up to that stretch.
+        assert run["first_to_last_s"] >= sum(run["epoch_s"]) - 1e-9
+        assert run["first_to_last_s"] == pytest.approx(sum(run["epoch_s"]))
+        assert run["ms_per_batch"] == pytest.approx(
+            run["first_to_last_s"] / (run["batches"] - 1) * 1e3
+        )
     assert any("placed / max(host, copy)" in name for name in results["ratios"])
