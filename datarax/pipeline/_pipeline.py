@@ -85,7 +85,9 @@ class Pipeline:
             source's rows, False on the filling. Host stages and `device_stages` see whole
             batches, without the mask; with `sharding` it is a global array whose rows are
             placed as the batch's rows are, per host a numpy array.
-        sharding: make global batches placed with this sharding.
+        sharding: make global batches placed with this sharding. A batch is placed when
+            it is asked for; to copy batch k+1 while the step of batch k runs, iterate
+            ``prefetch_to_device(pipeline)``.
         device_stages: with `sharding`, callables applied to each placed global batch.
         multihost: None (default): the hosts agree on each epoch's number of batches from
             the first batch about to become global arrays. True: at every epoch, the
