@@ -412,9 +412,13 @@ def trace_reading(events: list[dict[str, Any]]) -> list[Any]:
     return [step_ms, input_ms, bool(input_ms <= step_ms)]
 
 
-def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+Spans = list[tuple[float, float]]
+Event = dict[str, Any]
+
+
+def _merged(spans: Spans) -> Spans:
     """`spans` as disjoint intervals, sorted: those that overlap or touch made one."""
-    merged: list[tuple[float, float]] = []
+    merged: Spans = []
     for start, stop in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
@@ -423,7 +427,49 @@ def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return merged
 
 
-def hidden_fraction(events: list[dict[str, Any]]) -> float:
+def _span(event: Event) -> tuple[float, float]:
+    start = float(event["start_us"])
+    return (start, start + float(event["duration_us"]))
+
+
+def _device(event: Event) -> Any:
+    return event.get("args", {}).get("device_ordinal")
+
+
+def _is_collective(event: Event) -> bool:
+    return str(event["name"]).startswith(KINDS)
+
+
+def _lanes(
+    events: list[Event], lane: Callable[[Event], Any], collective: Callable[[Event], bool]
+) -> dict[Any, tuple[Spans, Spans]]:
+    """{lane: (collective spans, compute spans)} of the events that `lane` places."""
+    found: dict[Any, tuple[Spans, Spans]] = {}
+    for event in events:
+        key = lane(event)
+        if key is not None:
+            talking, working = found.setdefault(key, ([], []))
+            (talking if collective(event) else working).append(_span(event))
+    return found
+
+
+def _common(left: Spans, right: Spans) -> float:
+    """The time both `left` and `right` cover, each a list of disjoint intervals."""
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in left for c, d in right)
+
+
+def _pooled(found: dict[Any, tuple[Spans, Spans]]) -> tuple[float, float, float]:
+    """(hidden, collective, compute) microseconds, each lane merged on its own."""
+    hidden = talking_us = working_us = 0.0
+    for talking, working in found.values():
+        talk, work = _merged(talking), _merged(working)
+        hidden += _common(talk, work)
+        talking_us += sum(b - a for a, b in talk)
+        working_us += sum(b - a for a, b in work)
+    return hidden, talking_us, working_us
+
+
+def hidden_fraction(events: list[Event]) -> float:
     """13.collective_hidden: the fraction of the collectives' time during which the same
     device also computes. A device's operations are the events whose ``args`` hold its
     ``device_ordinal``; a collective is one whose name starts with a kind of `KINDS`,
@@ -431,23 +477,59 @@ def hidden_fraction(events: list[dict[str, Any]]) -> float:
     computing ones are each merged, and the collectives' time is what they cover; the
     hidden time is what both cover. Returns the hidden time of every device over the
     collectives' time of every device."""
-    spans: dict[str, tuple[list[Any], list[Any]]] = {}
-    for event in events:
-        device = event.get("args", {}).get("device_ordinal")
-        if device is None:
-            continue
-        start = float(event["start_us"])
-        span = (start, start + float(event["duration_us"]))
-        collective, compute = spans.setdefault(str(device), ([], []))
-        (collective if event["name"].startswith(KINDS) else compute).append(span)
-    hidden_us = collective_us = 0.0
-    for collective, compute in spans.values():
-        talking, working = _merged(collective), _merged(compute)
-        collective_us += sum(stop - start for start, stop in talking)
-        for start, stop in talking:
-            for begin, end in working:
-                hidden_us += max(0.0, min(stop, end) - max(start, begin))
-    return hidden_us / collective_us
+    hidden, talking, _ = _pooled(_lanes(events, _device, _is_collective))
+    return hidden / talking
+
+
+def _ratio(part: float, whole: float) -> float | None:
+    """`part / whole`, None where it is not a number (no JSON NaN in the keys' table)."""
+    value = part / whole if whole else float("nan")
+    return float(value) if np.isfinite(value) else None
+
+
+def hidden_mistakes(events: list[Event]) -> list[float | None]:
+    """What each common mistake of 13.collective_hidden returns on `events`, in the order
+    of `datarax_course._nb13_hidden.MISTAKES` (None where a mistake gives no number):
+    every device's compute, lanes by thread, every event by thread, the mean of the
+    devices' fractions, over the compute time, the exposed fraction, only the all-reduces
+    as collectives (others as compute, and others left out), overlaps added pair by pair."""
+    ops = [event for event in events if _device(event) is not None]
+    by_device = _lanes(events, _device, _is_collective)
+    hidden, talking, working = _pooled(by_device)
+    one_lane = _pooled(_lanes(ops, lambda _: 0, _is_collective))
+    by_thread = _pooled(_lanes(ops, lambda event: event["thread"], _is_collective))
+    every_event = _pooled(_lanes(events, lambda event: event["thread"], _is_collective))
+    reduce = lambda event: str(event["name"]).startswith("all-reduce")  # noqa: E731
+    reduce_only = _pooled(_lanes(events, _device, reduce))
+    reduces = [event for event in events if reduce(event) or not _is_collective(event)]
+    reduce_alone = _pooled(_lanes(reduces, _device, _is_collective))
+    per_device = [_pooled({0: pair}) for pair in by_device.values()]
+    fractions = [h / t for h, t, _ in per_device if t > 0]
+    summed = sum(
+        _common([_span(c)], [_span(k)])
+        for c in ops
+        if _is_collective(c)
+        for k in ops
+        if not _is_collective(k) and _device(k) == _device(c)
+    )
+    durations = sum(float(event["duration_us"]) for event in ops if _is_collective(event))
+    return [
+        _ratio(*one_lane[:2]),
+        _ratio(*by_thread[:2]),
+        _ratio(*every_event[:2]),
+        float(np.mean(fractions)) if fractions else None,
+        _ratio(hidden, working),
+        1 - hidden / talking if talking else None,
+        _ratio(*reduce_only[:2]),
+        _ratio(*reduce_alone[:2]),
+        _ratio(summed, durations),
+    ]
+
+
+def collective_truth(events: list[Event]) -> dict[str, Any]:
+    """13.collective_hidden's key: {"answer": `hidden_fraction`, "mistakes":
+    `hidden_mistakes`}, so that the checker names a mistake without computing any."""
+    return {"answer": hidden_fraction(events), "mistakes": hidden_mistakes(events)}
 
 
 # 12.which_mesh: mixed-precision training with Adam, in bytes a parameter: bfloat16
@@ -514,7 +596,7 @@ KEYS: dict[str, Callable[..., Any]] = {
     "10.communication_bound_batch": expected_batch,
     "12.which_mesh": least_sharding,
     "13.input_hidden": trace_reading,
-    "13.collective_hidden": hidden_fraction,
+    "13.collective_hidden": collective_truth,
 }
 
 

@@ -344,7 +344,7 @@ def test_the_checkers_modules_hold_no_reference() -> None:
         "_nb11": ["_flax_mask", "_flax_masks"],
         "_nb12": ["collective_bytes", "collectives", "shape_bytes", "_variants"],
         "_nb12_mesh": ["least_sharding", "MIXED_PRECISION_BYTES", "GATHERED_LAYER_BYTES"],
-        "_nb13_hidden": ["hidden_fraction", "_merged"],
+        "_nb13_hidden": ["hidden_fraction", "_merged", "_pooled", "_lanes", "_mistakes"],
         "_nb14": ["_Truth", "_state_specs", "_leaf_bytes"],
         "_real": ["_timed_ms", "_xla_count"],
     }
