@@ -11,7 +11,10 @@ max(t_step, t_input).
 
 Alone, it measures the throughput of tiny batches (32 batches of 128 32x32x3 images, an
 epoch in tens of milliseconds) and prints `Pipeline` with a shard stage over the plain
-loop, the ratio that must be at least ``TINY_BATCH_TARGET`` (``make bench`` runs both):
+loop, the ratio that must be at least ``TINY_BATCH_TARGET`` (``make bench`` runs both).
+Beside it, two controls over the same plain loop (`tiny_batch_controls`): `ArraySharder`
+alone in the loop, and the loop with `SPIN_US` microseconds of Python before each copy,
+what any layer above `device_put` costs at the least:
 
     python -m benchmarks.throughput [--rounds 60] [--out FILE.json]
 """
@@ -23,7 +26,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ from datarax.pipeline import Pipeline
 from datarax.sharding import ArraySharder
 
 TINY_BATCH_TARGET = 0.95  # Pipeline with a shard stage / plain loop, throughput
+SPIN_US = 3.0  # the control's Python time before each copy
 
 
 class _Shard(nnx.Module):
@@ -96,6 +100,46 @@ def pipeline_throughput(rows: int = 4096, batch_size: int = 128, rounds: int = 6
         # plain time / other time, round by round: the other's throughput relative to plain.
         "shard_stage_throughput_ratio": paired_ratio(times, plain, "Pipeline with shard stage"),
         "prefetch_throughput_ratio": paired_ratio(times, plain, "Pipeline + prefetch_to_device"),
+    }
+
+
+def tiny_batch_controls(rows: int = 4096, batch_size: int = 128, rounds: int = 60) -> dict:
+    """Throughput over the plain loop of the same loop through `ArraySharder.shard`, and
+    of the loop that first spins `SPIN_US` µs a batch (medians of per-round ratios)."""
+    source, sharding = image_batch(rows, side=32), data_sharding()
+    sharder = ArraySharder()
+    starts = range(0, rows - batch_size + 1, batch_size)
+
+    def spin() -> None:
+        until = time.perf_counter() + SPIN_US / 1e6
+        while time.perf_counter() < until:
+            pass
+
+    def loop(place: Any, before: Any = None) -> Any:
+        def batches() -> Iterator[Any]:  # as pipeline_throughput's plain loop, one by one
+            for start in starts:
+                if before is not None:
+                    before()
+                yield place({k: v[start : start + batch_size] for k, v in source.items()}, sharding)
+
+        return lambda: _consume(batches())
+
+    plain = "plain loop (slice + device_put)"
+    times = interleaved(
+        {
+            plain: loop(jax.device_put),
+            "ArraySharder.shard": loop(sharder.shard),
+            f"{SPIN_US:g} us of Python, then device_put": loop(jax.device_put, spin),
+        },
+        rounds,
+    )
+    return {
+        "spin_us": SPIN_US,
+        "per_batch_us": {n: s / len(starts) * 1e6 for n, s in medians(times).items()},
+        "sharder_throughput_ratio": paired_ratio(times, plain, "ArraySharder.shard"),
+        "spin_throughput_ratio": paired_ratio(
+            times, plain, f"{SPIN_US:g} us of Python, then device_put"
+        ),
     }
 
 
@@ -208,6 +252,7 @@ def main() -> None:
     jax.config.update("jax_num_cpu_devices", 8)  # the mesh of make bench
     before = os.getloadavg()
     results = pipeline_throughput(rounds=args.rounds)
+    results["controls"] = tiny_batch_controls(rounds=args.rounds)
     results |= {"load_average_before": before, "load_average_after": os.getloadavg()}
     print("batches/s:", {name: round(rate) for name, rate in results["batches_per_s"].items()})
     ratio = results["shard_stage_throughput_ratio"]
@@ -216,6 +261,13 @@ def main() -> None:
         f"tiny batches: Pipeline with shard stage / plain loop (throughput) {ratio:.3f}, "
         f"target >= {TINY_BATCH_TARGET}: {verdict}; load average {before} before, "
         f"{results['load_average_after']} after"
+    )
+    controls = results["controls"]
+    sharder, spin = controls["sharder_throughput_ratio"], controls["spin_throughput_ratio"]
+    print(
+        f"controls over the plain loop: ArraySharder.shard {sharder:.3f}; "
+        f"{SPIN_US:g} us of Python a batch {spin:.3f}; us a batch:",
+        {name: round(us, 1) for name, us in controls["per_batch_us"].items()},
     )
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
