@@ -396,16 +396,8 @@ def trace_reading(events: list[dict[str, Any]]) -> list[Any]:
     "augment" event (one a batch); and whether the input needs no longer than a step."""
     steps = [float(event["duration_us"]) for event in events if event["name"] == "step"]
     thread = next(event["thread"] for event in events if event["name"] == "augment")
-    spans = sorted(
-        (float(event["start_us"]), float(event["start_us"]) + float(event["duration_us"]))
-        for event in events
-        if event["thread"] == thread
-    )
-    busy_us, covered = 0.0, -np.inf
-    for start, stop in spans:
-        if stop > covered:
-            busy_us += stop - max(start, covered)
-            covered = stop
+    spans = [_span(event) for event in events if event["thread"] == thread]
+    busy_us = sum(stop - start for start, stop in _merged(spans))
     batches = sum(event["name"] == "augment" for event in events)
     step_ms = float(np.median(steps)) / 1e3
     input_ms = busy_us / batches / 1e3
