@@ -43,6 +43,7 @@ from datarax.sharding import ArraySharder
 
 TINY_BATCH_TARGET = 0.95  # Pipeline with a shard stage / plain loop, throughput
 SPIN_US = 3.0  # the control's Python time before each copy
+PLAIN = "plain loop (slice + device_put)"
 
 
 class _Shard(nnx.Module):
@@ -82,7 +83,7 @@ def pipeline_throughput(rows: int = 4096, batch_size: int = 128, rounds: int = 6
 
     times = interleaved(
         {
-            "plain loop (slice + device_put)": plain_loop,
+            PLAIN: plain_loop,
             "Pipeline with shard stage": lambda: _consume(shard_stage),
             "Pipeline + prefetch_to_device": lambda: _consume(
                 prefetch_to_device(host_only, size=2, sharding=sharding)
@@ -91,15 +92,14 @@ def pipeline_throughput(rows: int = 4096, batch_size: int = 128, rounds: int = 6
         rounds,
     )
     seconds = medians(times)
-    plain = "plain loop (slice + device_put)"
     return {
         "rows": rows,
         "batch_size": batch_size,
         "batches_per_epoch": num_batches,
         "batches_per_s": {name: num_batches / s for name, s in seconds.items()},
         # plain time / other time, round by round: the other's throughput relative to plain.
-        "shard_stage_throughput_ratio": paired_ratio(times, plain, "Pipeline with shard stage"),
-        "prefetch_throughput_ratio": paired_ratio(times, plain, "Pipeline + prefetch_to_device"),
+        "shard_stage_throughput_ratio": paired_ratio(times, PLAIN, "Pipeline with shard stage"),
+        "prefetch_throughput_ratio": paired_ratio(times, PLAIN, "Pipeline + prefetch_to_device"),
     }
 
 
@@ -124,22 +124,20 @@ def tiny_batch_controls(rows: int = 4096, batch_size: int = 128, rounds: int = 6
 
         return lambda: _consume(batches())
 
-    plain = "plain loop (slice + device_put)"
+    spun = f"{SPIN_US:g} us of Python, then device_put"
     times = interleaved(
         {
-            plain: loop(jax.device_put),
+            PLAIN: loop(jax.device_put),
             "ArraySharder.shard": loop(sharder.shard),
-            f"{SPIN_US:g} us of Python, then device_put": loop(jax.device_put, spin),
+            spun: loop(jax.device_put, spin),
         },
         rounds,
     )
     return {
         "spin_us": SPIN_US,
         "per_batch_us": {n: s / len(starts) * 1e6 for n, s in medians(times).items()},
-        "sharder_throughput_ratio": paired_ratio(times, plain, "ArraySharder.shard"),
-        "spin_throughput_ratio": paired_ratio(
-            times, plain, f"{SPIN_US:g} us of Python, then device_put"
-        ),
+        "sharder_throughput_ratio": paired_ratio(times, PLAIN, "ArraySharder.shard"),
+        "spin_throughput_ratio": paired_ratio(times, PLAIN, spun),
     }
 
 
