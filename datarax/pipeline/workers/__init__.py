@@ -8,8 +8,10 @@ in order, so the batches are the ones ``workers=0`` makes. One job per module:
   ``"auto"``, when it chooses workers); an array over a memory-mapped file travels as
   the file's path, not as its bytes. `_refusals`: what to change when they cannot be.
 - `_pool`: the pipeline's side, `HostWorkers`, which keeps batches in flight, takes them
-  back in order and closes the pool without leaving anything behind; `task_pool`, the
-  same kind of processes for one-off jobs (a token store written, a plan computed).
+  back in order and closes the pool without leaving anything behind.
+- `_process`: one worker process and the pipe to it, started from the forkserver;
+  `task_pool`, the same kind of processes for one-off jobs (a token store written, a
+  plan computed).
 - `_worker`: what runs in a worker: its start, and the making of one batch.
 - `_slots`: batches come back through shared-memory slots, one copy, never pickled;
   `_worker_side`: a worker's side of them, where `output_array` makes a stage's output
@@ -30,8 +32,8 @@ through `datarax._syscompat`.
 from datarax.pipeline.workers._guards import leave_if_importing_main as leave_if_importing_main
 from datarax.pipeline.workers._pickling import pickled_for_workers as pickled_for_workers
 from datarax.pipeline.workers._pool import HostWorkers as HostWorkers
-from datarax.pipeline.workers._pool import task_pool as task_pool
-from datarax.pipeline.workers._pool import usable_cores as usable_cores
+from datarax.pipeline.workers._process import task_pool as task_pool
+from datarax.pipeline.workers._process import usable_cores as usable_cores
 
 __all__ = [
     "HostWorkers",

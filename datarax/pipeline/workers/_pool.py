@@ -1,12 +1,12 @@
 """The pipeline's side of its worker processes: a small pool that makes host batches
 ahead, in order, and closes without leaving anything behind.
 
-`HostWorkers` starts N processes from a ``forkserver`` (never ``fork``: forking a process
-in which JAX runs threads is unsafe), each joined to this process by a pipe and nothing
-else (no named semaphores that a killed process would leave in ``/dev/shm``). It sends
-each worker up to `AHEAD_PER_WORKER` tasks (the rows of a batch and a slot to write it
-into), asks for batch k and the ones after it, and reads the answers back in order, so
-the batches are the ones ``workers=0`` makes. A batch whose making raised is forgotten:
+`HostWorkers` starts N worker processes (`WorkerProcess`: from a ``forkserver``, each
+joined to this process by a pipe and nothing else, no named semaphores that a killed
+process would leave in ``/dev/shm``). It sends each worker up to `AHEAD_PER_WORKER`
+tasks (the rows of a batch and a slot to write it into), asks for batch k and the ones
+after it, and reads the answers back in order, so the batches are the ones
+``workers=0`` makes. A batch whose making raised is forgotten:
 asking again makes it again. Waiting for an answer happens in the calling thread, so a
 Ctrl-C interrupts it. The workers start at the first batch asked for, or, with
 `start_in_background`, from a thread while the caller goes on: each says it is ready
@@ -25,20 +25,17 @@ outlives the pipeline.
 from __future__ import annotations
 
 import atexit
-import collections
-import concurrent.futures
 import contextlib
 import itertools
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
 import os
-import pickle
 import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,111 +43,22 @@ from datarax.errors import WorkerError
 from datarax.pipeline._options import Workers
 from datarax.pipeline._sources import EpochRows, Rows
 from datarax.pipeline._timing import BatchTimes
-from datarax.pipeline.workers._guards import raise_if_no_main_guard, started_platform
+from datarax.pipeline.workers._guards import raise_if_no_main_guard
+from datarax.pipeline.workers._process import PRELOAD, WorkerProcess, context
 from datarax.pipeline.workers._slots import Lent, Slots
-from datarax.pipeline.workers._worker import READY, serve
 
 AHEAD_PER_WORKER = 2  # tasks sent to a worker before its first answer comes back
 CLOSE_GRACE_S = 1.0  # how long a closing pool's busy workers may take to stop
-_context = multiprocessing.get_context("forkserver")
-_PRELOAD = ["datarax.pipeline.workers._preload", "datarax.pipeline.workers._worker"]
 _open: weakref.WeakSet[HostWorkers] = weakref.WeakSet()  # pools to close at exit
 Key = tuple[int, int]  # (epoch, batch)
 RowsOf = Callable[[int, int], Rows | EpochRows]  # the rows of batch k of epoch e
 
 
-def usable_cores() -> int:
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def task_pool(count: int) -> concurrent.futures.ProcessPoolExecutor:
-    """`count` processes for one-off jobs (a store's shards written, a plan's blocks),
-    forked from the forkserver that starts a pipeline's workers, so JAX runs on CPU in
-    each; the caller closes it (``with task_pool(n) as pool:``)."""
-    _context.set_forkserver_preload(_PRELOAD)
-    return concurrent.futures.ProcessPoolExecutor(count, mp_context=_context)
-
-
 @dataclass
 class _Task:
     number: int
-    worker: _Process
+    worker: WorkerProcess
     lent: Lent | None
-
-
-class _Process:
-    """One worker process, the pipe to it, and the tasks sent to it, in order."""
-
-    def __init__(self, payload: bytes, options: Workers):
-        ours, theirs = _context.Pipe(duplex=True)
-        environment = dict(os.environ)  # as it is now: the forkserver's may be older
-        self.process = _context.Process(
-            target=serve,
-            args=(theirs, payload, os.getpid(), started_platform(), environment, options),
-            name="datarax-pipeline-worker",
-            daemon=True,
-        )
-        self.process.start()
-        theirs.close()
-        self.connection = ours
-        self.sent: collections.deque[int] = collections.deque()
-        self.torn = False  # a message to or from it was cut short: the pipe is out of step
-        self.ready = False  # it said it loaded the source and stages (or it ended)
-
-    def poll_ready(self) -> bool:
-        """Whether the worker has loaded the source and stages, without waiting. One that
-        ended counts as ready: asking it for a batch then raises as it would have."""
-        if not self.ready and self.connection.poll():
-            try:
-                with self._whole():
-                    self._greeted(self.connection.recv_bytes())
-            except (EOFError, OSError):
-                self.ready = True
-        return self.ready
-
-    def _greeted(self, message: bytes) -> None:
-        assert message == READY, "a worker answered before it said it was ready"
-        self.ready = True
-
-    def send(self, task: Any) -> None:
-        """Sends `task`; blocks until the worker has read all but what the pipe holds.
-
-        Raises:
-            OSError: the worker is gone.
-        """
-        with self._whole():
-            self.connection.send(task)
-
-    def receive(self) -> tuple[int, bool, Any]:
-        """The next answer: (task number, whether it succeeded, answer or exception).
-
-        Raises:
-            EOFError: the worker ended before it answered.
-        """
-        while True:
-            ready = multiprocessing.connection.wait([self.connection, self.process.sentinel])
-            if self.connection not in ready and not self.connection.poll():
-                raise EOFError
-            with self._whole():
-                answer = self.connection.recv_bytes()
-            if self.ready:
-                return pickle.loads(answer)
-            self._greeted(answer)
-
-    @contextlib.contextmanager
-    def _whole(self) -> Iterator[None]:
-        """Marks the pipe `torn` when a message is interrupted (by a Ctrl-C, say): one cut
-        short would leave the pipe out of step."""
-        try:
-            yield
-        except (EOFError, OSError):  # the worker is gone: nothing more goes through
-            raise
-        except BaseException:
-            self.torn = True
-            raise
 
 
 class HostWorkers:
@@ -163,7 +71,7 @@ class HostWorkers:
     def __init__(self, payload: bytes, options: Workers):
         assert isinstance(options.count, int) and options.count > 0, options
         self._payload, self._options, self._count = payload, options, options.count
-        self._processes: list[_Process] = []  # started at the first batch
+        self._processes: list[WorkerProcess] = []  # started at the first batch
         self._slots = Slots()
         self._pending: dict[Key, _Task] = {}  # in flight, by batch
         self._answers: dict[int, tuple[bool, Any]] = {}  # read ahead of their turn
@@ -272,9 +180,9 @@ class HostWorkers:
         # Set only when workers are used: the forkserver then starts with the library
         # imported, so every worker forked from it starts in milliseconds; its first
         # preload sets JAX to CPU there, so in every worker.
-        _context.set_forkserver_preload(_PRELOAD)
+        context.set_forkserver_preload(PRELOAD)
         multiprocessing.forkserver.ensure_running()
-        self._processes = [_Process(self._payload, self._options) for _ in range(self._count)]
+        self._processes = [WorkerProcess(self._payload, self._options) for _ in range(self._count)]
         _open.add(self)
 
     def _send(self, wanted: list[Key], rows_of: RowsOf) -> None:
@@ -324,7 +232,7 @@ class HostWorkers:
             self._receive(task.worker)
         return self._answers.pop(task.number)
 
-    def _receive(self, worker: _Process) -> None:
+    def _receive(self, worker: WorkerProcess) -> None:
         """Reads `worker`'s next answer: kept for its task, or discarded if abandoned."""
         try:
             number, succeeded, answer = worker.receive()

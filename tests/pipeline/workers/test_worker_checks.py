@@ -34,7 +34,7 @@ from datarax.errors import (
 )
 from datarax.pipeline import Pipeline
 from datarax.pipeline.workers import _guards as _worker_checks
-from datarax.pipeline.workers import _pool as _workers
+from datarax.pipeline.workers import _process
 from datarax.pipeline.workers._guards import (
     NO_MAIN_GUARD_EXIT,
     check_jax_in_worker,
@@ -214,7 +214,7 @@ def test_a_worker_of_a_pipeline_on_an_accelerator_names_the_stage_that_used_jax(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A real worker, told by the pipeline's process that it runs on TPU."""
-    monkeypatch.setattr(_workers, "started_platform", lambda: "tpu")
+    monkeypatch.setattr(_process, "started_platform", lambda: "tpu")
     pipeline = Pipeline(
         source={"x": np.arange(16)}, stages=[scale, to_device], batch_size=8, workers=1
     )
