@@ -43,6 +43,7 @@ from datarax.pipeline import prefetch_to_device
 from datarax_course import _cases, _core, _real
 from datarax_course._checks import device_spans
 from datarax_course._nb12 import KINDS
+from datarax_course._nb13_hidden import device_of, is_collective
 
 BACKWARD_FLOPS_PER_PARAMETER_PER_ROW = 4  # of the 6 of a dense model's step (forward: 2)
 
@@ -424,14 +425,6 @@ def _span(event: Event) -> tuple[float, float]:
     return (start, start + float(event["duration_us"]))
 
 
-def _device(event: Event) -> Any:
-    return event.get("args", {}).get("device_ordinal")
-
-
-def _is_collective(event: Event) -> bool:
-    return str(event["name"]).startswith(KINDS)
-
-
 def _lanes(
     events: list[Event], lane: Callable[[Event], Any], collective: Callable[[Event], bool]
 ) -> dict[Any, tuple[Spans, Spans]]:
@@ -469,7 +462,7 @@ def hidden_fraction(events: list[Event]) -> float:
     computing ones are each merged, and the collectives' time is what they cover; the
     hidden time is what both cover. Returns the hidden time of every device over the
     collectives' time of every device."""
-    hidden, talking, _ = _pooled(_lanes(events, _device, _is_collective))
+    hidden, talking, _ = _pooled(_lanes(events, device_of, is_collective))
     return hidden / talking
 
 
@@ -485,26 +478,26 @@ def hidden_mistakes(events: list[Event]) -> list[float | None]:
     every device's compute, lanes by thread, every event by thread, the mean of the
     devices' fractions, over the compute time, the exposed fraction, only the all-reduces
     as collectives (others as compute, and others left out), overlaps added pair by pair."""
-    ops = [event for event in events if _device(event) is not None]
-    by_device = _lanes(events, _device, _is_collective)
+    ops = [event for event in events if device_of(event) is not None]
+    by_device = _lanes(events, device_of, is_collective)
     hidden, talking, working = _pooled(by_device)
-    one_lane = _pooled(_lanes(ops, lambda _: 0, _is_collective))
-    by_thread = _pooled(_lanes(ops, lambda event: event["thread"], _is_collective))
-    every_event = _pooled(_lanes(events, lambda event: event["thread"], _is_collective))
+    one_lane = _pooled(_lanes(ops, lambda _: 0, is_collective))
+    by_thread = _pooled(_lanes(ops, lambda event: event["thread"], is_collective))
+    every_event = _pooled(_lanes(events, lambda event: event["thread"], is_collective))
     reduce = lambda event: str(event["name"]).startswith("all-reduce")  # noqa: E731
-    reduce_only = _pooled(_lanes(events, _device, reduce))
-    reduces = [event for event in events if reduce(event) or not _is_collective(event)]
-    reduce_alone = _pooled(_lanes(reduces, _device, _is_collective))
+    reduce_only = _pooled(_lanes(events, device_of, reduce))
+    reduces = [event for event in events if reduce(event) or not is_collective(event)]
+    reduce_alone = _pooled(_lanes(reduces, device_of, is_collective))
     per_device = [_pooled({0: pair}) for pair in by_device.values()]
     fractions = [h / t for h, t, _ in per_device if t > 0]
     summed = sum(
         _common([_span(c)], [_span(k)])
         for c in ops
-        if _is_collective(c)
+        if is_collective(c)
         for k in ops
-        if not _is_collective(k) and _device(k) == _device(c)
+        if not is_collective(k) and device_of(k) == device_of(c)
     )
-    durations = sum(float(event["duration_us"]) for event in ops if _is_collective(event))
+    durations = sum(float(event["duration_us"]) for event in ops if is_collective(event))
     return [
         _ratio(*one_lane[:2]),
         _ratio(*by_thread[:2]),

@@ -36,11 +36,14 @@ NAME = "13.collective_hidden"
 Event = dict[str, Any]
 
 
-def _device(event: Event) -> str | None:
-    return event["args"].get("device_ordinal")
+def device_of(event: Event) -> str | None:
+    """The device whose operation `event` is (its ``device_ordinal``); None for an event
+    of no device (the executor's, a thread's)."""
+    return event.get("args", {}).get("device_ordinal")
 
 
-def _is_collective(event: Event) -> bool:
+def is_collective(event: Event) -> bool:
+    """Whether `event` is a collective (an all-reduce, all-gather, ...) by its name."""
     return str(event["name"]).startswith(KINDS)
 
 
@@ -52,12 +55,12 @@ def _moved(events: list[Event], rng: np.random.Generator, longest: float) -> lis
     lanes = 1 + max(int(event["thread"]) for event in events)
     by_device: dict[str, list[Event]] = {}
     for event in sorted(events, key=lambda event: event["start_us"]):
-        if _device(event) is not None:
-            by_device.setdefault(str(_device(event)), []).append(event)
+        if device_of(event) is not None:
+            by_device.setdefault(str(device_of(event)), []).append(event)
     for device, held in by_device.items():
         since = held[0]["start_us"]
         for event in held:
-            if not _is_collective(event):
+            if not is_collective(event):
                 continue
             start = event["start_us"]
             event["start_us"] = round(start - rng.uniform(0.3, 1.0) * (start - since), 3)
