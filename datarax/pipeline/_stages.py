@@ -55,29 +55,20 @@ def call_stage(stage: Stage, where: str, batch: Batch) -> Batch:
     """
     try:
         return stage(batch)
+    except StopIteration as error:
+        raise stop_iteration_error(where, error) from error
     except Exception as error:
-        instead = _stage_failed(error, where, batch)
-        if instead is None:
-            raise
-        raise instead from error
-
-
-def _stage_failed(error: Exception, where: str, batch: Batch) -> Exception | None:
-    """What stage `where` raising `error` on `batch` raises: a `StopIteration` becomes the
-    error returned; any other exception is raised as it is (None), with a note."""
-    if isinstance(error, StopIteration):
-        return stop_iteration_error(where, error)
-    if isinstance(error, OutputArrayError) and not error.stage:
-        error.stage = where
-    note = f"Raised by {where} of the pipeline."
-    if _wrote_into_read_only(error, batch):
-        note += (
-            " Its batch held read-only arrays (a pipeline's host batches are views of "
-            "the source, which must not change): a stage that writes into its batch in "
-            "place must return new arrays instead, e.g. {**batch, 'x': batch['x'] * 2}."
-        )
-    error.add_note(note)
-    return None
+        if isinstance(error, OutputArrayError) and not error.stage:
+            error.stage = where
+        note = f"Raised by {where} of the pipeline."
+        if _wrote_into_read_only(error, batch):
+            note += (
+                " Its batch held read-only arrays (a pipeline's host batches are views of "
+                "the source, which must not change): a stage that writes into its batch in "
+                "place must return new arrays instead, e.g. {**batch, 'x': batch['x'] * 2}."
+            )
+        error.add_note(note)
+        raise
 
 
 class Stages:
@@ -107,14 +98,8 @@ class Stages:
                 )
 
     def __call__(self, batch: Batch) -> Batch:
-        for where, stage in self._named:  # `call_stage`, inline: a batch may take microseconds
-            try:
-                batch = stage(batch)
-            except Exception as error:
-                instead = _stage_failed(error, where, batch)
-                if instead is None:
-                    raise
-                raise instead from error
+        for where, stage in self._named:
+            batch = call_stage(stage, where, batch)
         return batch
 
     def __len__(self) -> int:
