@@ -155,7 +155,7 @@ class Pipeline:
         # An ArraySource's rows are its own, fixed; a source that changes by epoch has a
         # length of its own every epoch. Any other may change under the pipeline.
         fixed = isinstance(self._source, ArraySource) or self._epochs.changes
-        self._check_length, self._next_epoch_ahead = not fixed, self._workers.read_next_epoch
+        self._check_length = not fixed
         self._finishing = self._global is not None or self._batching.pad_remainder
         self._feed = Feed(
             self._position,
@@ -321,7 +321,7 @@ class Pipeline:
             raise StopIteration
         if self._check_length and len(self._source) != self._length:
             check_length(self._source, self._length)  # raises, naming both lengths
-        next_end = self._count(at.epoch + 1) if self._next_epoch_ahead else 0
+        next_end = self._count(at.epoch + 1) if self._workers.read_next_epoch else 0
         times = BatchTimes()
         batch = self._host.batch(at.epoch, at.next, end, next_end, times)
         if self._finishing:
