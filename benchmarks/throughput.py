@@ -26,7 +26,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,27 @@ def _consume(batches: Iterable[Any]) -> int:
     return count
 
 
+def _plain_loop(
+    source: dict[str, np.ndarray],
+    sharding: NamedSharding,
+    batch_size: int,
+    place: Callable[[Any, NamedSharding], Any],
+    before: Callable[[], None] | None = None,
+) -> Callable[[], int]:
+    """An epoch of the plain loop: slice each batch, `place` it (after `before`, if any)
+    and wait for it, one batch at a time; returns the batches it placed."""
+
+    rows = len(next(iter(source.values())))
+
+    def batches() -> Iterator[Any]:
+        for start in range(0, rows - batch_size + 1, batch_size):
+            if before is not None:
+                before()
+            yield place({k: v[start : start + batch_size] for k, v in source.items()}, sharding)
+
+    return lambda: _consume(batches())
+
+
 def pipeline_throughput(rows: int = 4096, batch_size: int = 128, rounds: int = 60) -> dict:
     """Batches per second over one epoch for the three ways of feeding devices."""
     source, sharding = image_batch(rows, side=32), data_sharding()
@@ -72,18 +93,9 @@ def pipeline_throughput(rows: int = 4096, batch_size: int = 128, rounds: int = 6
     host_only = Pipeline(source=source, batch_size=batch_size)
     num_batches = rows // batch_size
 
-    def plain_loop() -> int:
-        batches = (
-            jax.device_put(
-                {k: v[i * batch_size : (i + 1) * batch_size] for k, v in source.items()}, sharding
-            )
-            for i in range(num_batches)
-        )
-        return _consume(batches)
-
     times = interleaved(
         {
-            PLAIN: plain_loop,
+            PLAIN: _plain_loop(source, sharding, batch_size, jax.device_put),
             "Pipeline with shard stage": lambda: _consume(shard_stage),
             "Pipeline + prefetch_to_device": lambda: _consume(
                 prefetch_to_device(host_only, size=2, sharding=sharding)
@@ -108,21 +120,14 @@ def tiny_batch_controls(rows: int = 4096, batch_size: int = 128, rounds: int = 6
     of the loop that first spins `SPIN_US` µs a batch (medians of per-round ratios)."""
     source, sharding = image_batch(rows, side=32), data_sharding()
     sharder = ArraySharder()
-    starts = range(0, rows - batch_size + 1, batch_size)
 
     def spin() -> None:
         until = time.perf_counter() + SPIN_US / 1e6
         while time.perf_counter() < until:
             pass
 
-    def loop(place: Any, before: Any = None) -> Any:
-        def batches() -> Iterator[Any]:  # as pipeline_throughput's plain loop, one by one
-            for start in starts:
-                if before is not None:
-                    before()
-                yield place({k: v[start : start + batch_size] for k, v in source.items()}, sharding)
-
-        return lambda: _consume(batches())
+    def loop(place: Any, before: Callable[[], None] | None = None) -> Callable[[], int]:
+        return _plain_loop(source, sharding, batch_size, place, before)
 
     spun = f"{SPIN_US:g} us of Python, then device_put"
     times = interleaved(
@@ -133,9 +138,10 @@ def tiny_batch_controls(rows: int = 4096, batch_size: int = 128, rounds: int = 6
         },
         rounds,
     )
+    batches = rows // batch_size
     return {
         "spin_us": SPIN_US,
-        "per_batch_us": {n: s / len(starts) * 1e6 for n, s in medians(times).items()},
+        "per_batch_us": {n: s / batches * 1e6 for n, s in medians(times).items()},
         "sharder_throughput_ratio": paired_ratio(times, PLAIN, "ArraySharder.shard"),
         "spin_throughput_ratio": paired_ratio(times, PLAIN, spun),
     }
