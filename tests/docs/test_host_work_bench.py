@@ -386,3 +386,21 @@ def test_a_candidate_past_the_memory_bound_is_stopped_and_named(sigint: str) -> 
     assert seen["watch"] == [True, True], seen
     assert seen["blocks"] < 100, seen  # stopped, not finished
     assert seen["quiet"] == [False, True], seen
+
+
+def test_without_smaps_rollup_the_watch_counts_the_machines_used_memory_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gVisor gives no smaps_rollup: there the measure is MemTotal - MemAvailable, not the
+    processes' resident sizes (which count a shared page in every process that maps it)."""
+    from benchmarks import _memory_guard
+
+    (tmp_path / "self").mkdir()
+    (tmp_path / "meminfo").write_text(
+        "MemTotal:       41943040 kB\nMemFree:         1000 kB\nMemAvailable:   31457280 kB\n"
+    )
+    monkeypatch.setattr(_memory_guard, "PROC", tmp_path)
+    assert _memory_guard.measure() == "machine"
+    assert _memory_guard.tree_memory() == (41943040 - 31457280) * 1024
+    (tmp_path / "self" / "smaps_rollup").write_text("Pss:  1 kB\n")
+    assert _memory_guard.measure() == "pss"
