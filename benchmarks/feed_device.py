@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 CHILD_MARK = "FEED_DEVICE_JSON "
+CASES = ("images", "tokens")  # the copy of one image batch runs with either
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,7 +285,9 @@ def _prepare(folder: Path, preset: Preset) -> dict[str, Any]:
     }
 
 
-def _candidates(preset: Preset, data: dict[str, Any], folder: Path) -> dict[str, dict[str, Any]]:
+def _candidates(
+    preset: Preset, data: dict[str, Any], folder: Path, cases: tuple[str, ...] = CASES
+) -> dict[str, dict[str, Any]]:
     image = {
         "case": "images",
         "path": data["images"],
@@ -317,10 +320,15 @@ def _candidates(preset: Preset, data: dict[str, Any], folder: Path) -> dict[str,
         for placed in (False, True):
             where = "placed" if placed else "host"
             common = {"workers": count, "placed": placed}
-            chosen[f"images Pipeline workers={count} {where}"] = (
-                image | common | {"loader": "pipeline"}
-            )
-            chosen[f"images Grain processes={count} {where}"] = image | common | {"loader": "grain"}
+            if "images" in cases:
+                chosen[f"images Pipeline workers={count} {where}"] = (
+                    image | common | {"loader": "pipeline"}
+                )
+                chosen[f"images Grain processes={count} {where}"] = (
+                    image | common | {"loader": "grain"}
+                )
+            if "tokens" not in cases:
+                continue
             chosen[f"tokens Pipeline workers={count} {where}"] = (
                 token | common | {"loader": "ours-store"}
             )
@@ -361,20 +369,26 @@ def _ratios(preset: Preset, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def _machine() -> dict[str, Any]:
     import jax
 
+    from benchmarks._memory_guard import measure
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "cores": cores,
         "python": platform.python_version(),
         "jax": jax.__version__,
         "load_average": os.getloadavg(),
+        "memory_measure": measure(),
     }
 
 
-def run(preset: Preset, out: Path, bound_gb: float) -> dict[str, Any]:
-    """The whole run: the data, every candidate once in its own process, the ratios."""
+def run(
+    preset: Preset, out: Path, bound_gb: float, cases: tuple[str, ...] = CASES
+) -> dict[str, Any]:
+    """The whole run: the data, every candidate of `cases` (and the copy) once in its own
+    process, the ratios."""
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": _machine(), "preset": dataclasses.asdict(preset)}
-    results["memory_bound_gb"] = bound_gb
+    results["memory_bound_gb"], results["cases"] = bound_gb, list(cases)
     with tempfile.TemporaryDirectory(prefix="feed_device_") as temporary:
         folder = Path(temporary)
         start = time.perf_counter()
@@ -383,7 +397,7 @@ def run(preset: Preset, out: Path, bound_gb: float) -> dict[str, Any]:
         results["data"]["prepare_s"] = time.perf_counter() - start
         print(f"data ready in {results['data']['prepare_s']:.1f} s", flush=True)
         results["runs"] = {}
-        for name, spec in _candidates(preset, data, folder).items():
+        for name, spec in _candidates(preset, data, folder, cases).items():
             spec = spec | {"name": name, "bound_gb": bound_gb}
             began = time.perf_counter()
             result = _run_child(spec, preset.timeout_s)
@@ -435,6 +449,8 @@ def main() -> None:
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default="v5e")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    parser.add_argument("--images", type=int, help="how many images (8 or more batches' worth)")
     parser.add_argument("--processes", type=int, nargs="*")
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--timeout-s", type=float)
@@ -448,6 +464,7 @@ def main() -> None:
     os.environ["JAX_PLATFORMS"] = "cpu"
     preset = PRESETS[args.preset]
     changes = {
+        "images": args.images,
         "processes": tuple(args.processes) if args.processes else None,
         "epochs": args.epochs,
         "timeout_s": args.timeout_s,
@@ -455,7 +472,7 @@ def main() -> None:
     preset = dataclasses.replace(preset, **{k: v for k, v in changes.items() if v is not None})
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
     bound = args.memory_bound_gb or 0.75 * memory
-    run(preset, args.out, bound)
+    run(preset, args.out, bound, tuple(args.cases))
 
 
 if __name__ == "__main__":
