@@ -38,6 +38,7 @@ Pipeline / max(its host ms, the copy's ms) at each process count (target <= 1.15
 copy through ``shard`` over the best copy measured (GB/s).
 
     python -m benchmarks.feed_device [--preset v5e | two-core | tiny] [--out DIR]
+        [--cases images tokens] [--images N] [--processes N ...]
 """
 
 from __future__ import annotations
