@@ -12,9 +12,10 @@ max(t_step, t_input).
 Alone, it measures the throughput of tiny batches (32 batches of 128 32x32x3 images, an
 epoch in tens of milliseconds) and prints `Pipeline` with a shard stage over the plain
 loop, the ratio that must be at least ``TINY_BATCH_TARGET`` (``make bench`` runs both).
-Beside it, two controls over the same plain loop (`tiny_batch_controls`): `ArraySharder`
-alone in the loop, and the loop with `SPIN_US` microseconds of Python before each copy,
-what any layer above `device_put` costs at the least:
+Beside it, three controls over the same plain loop (`tiny_batch_controls`):
+`ArraySharder` alone in the loop, the loop with `SPIN_US` microseconds of Python before
+each copy (what any layer above `device_put` costs at the least), and `Pipeline` with no
+stage, its batches placed by the loop with `device_put` (the pipeline's share alone):
 
     python -m benchmarks.throughput [--rounds 60] [--out FILE.json]
 """
@@ -44,6 +45,7 @@ from datarax.sharding import ArraySharder
 TINY_BATCH_TARGET = 0.95  # Pipeline with a shard stage / plain loop, throughput
 SPIN_US = 3.0  # the control's Python time before each copy
 PLAIN = "plain loop (slice + device_put)"
+PIPELINE_PUT = "Pipeline (no stage), then device_put"
 
 
 class _Shard(nnx.Module):
@@ -116,10 +118,12 @@ def pipeline_throughput(rows: int = 4096, batch_size: int = 128, rounds: int = 6
 
 
 def tiny_batch_controls(rows: int = 4096, batch_size: int = 128, rounds: int = 60) -> dict:
-    """Throughput over the plain loop of the same loop through `ArraySharder.shard`, and
-    of the loop that first spins `SPIN_US` µs a batch (medians of per-round ratios)."""
+    """Throughput over the plain loop of the same loop through `ArraySharder.shard`, of
+    the loop that first spins `SPIN_US` µs a batch, and of `Pipeline` with no stage
+    whose batches the loop places with `device_put` (medians of per-round ratios)."""
     source, sharding = image_batch(rows, side=32), data_sharding()
     sharder = ArraySharder()
+    unplaced = Pipeline(source=source, batch_size=batch_size)
 
     def spin() -> None:
         until = time.perf_counter() + SPIN_US / 1e6
@@ -135,6 +139,7 @@ def tiny_batch_controls(rows: int = 4096, batch_size: int = 128, rounds: int = 6
             PLAIN: loop(jax.device_put),
             "ArraySharder.shard": loop(sharder.shard),
             spun: loop(jax.device_put, spin),
+            PIPELINE_PUT: lambda: _consume(jax.device_put(b, sharding) for b in unplaced),
         },
         rounds,
     )
@@ -144,6 +149,7 @@ def tiny_batch_controls(rows: int = 4096, batch_size: int = 128, rounds: int = 6
         "per_batch_us": {n: s / batches * 1e6 for n, s in medians(times).items()},
         "sharder_throughput_ratio": paired_ratio(times, PLAIN, "ArraySharder.shard"),
         "spin_throughput_ratio": paired_ratio(times, PLAIN, spun),
+        "pipeline_throughput_ratio": paired_ratio(times, PLAIN, PIPELINE_PUT),
     }
 
 
@@ -270,7 +276,8 @@ def main() -> None:
     sharder, spin = controls["sharder_throughput_ratio"], controls["spin_throughput_ratio"]
     print(
         f"controls over the plain loop: ArraySharder.shard {sharder:.3f}; "
-        f"{SPIN_US:g} us of Python a batch {spin:.3f}; us a batch:",
+        f"{SPIN_US:g} us of Python a batch {spin:.3f}; "
+        f"{PIPELINE_PUT} {controls['pipeline_throughput_ratio']:.3f}; us a batch:",
         {name: round(us, 1) for name, us in controls["per_batch_us"].items()},
     )
     if args.out is not None:

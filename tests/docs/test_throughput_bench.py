@@ -16,7 +16,9 @@ def test_the_controls_report_each_ratio_against_the_plain_loop(
         for _ in range(count):
             for name, run in candidates.items():
                 assert run() == 4  # 4 batches of 8 rows, each placed and waited for
-                seconds = {"plain": 1.0, "ArraySharder.shard": 1.25}.get(name.split(" ")[0], 2.0)
+                seconds = {"plain": 1.0, "ArraySharder.shard": 1.25, "Pipeline": 1.6}.get(
+                    name.split(" ")[0], 2.0
+                )
                 times[name].append(seconds)
         return times
 
@@ -26,4 +28,5 @@ def test_the_controls_report_each_ratio_against_the_plain_loop(
     assert controls["spin_us"] == throughput.SPIN_US
     assert controls["sharder_throughput_ratio"] == pytest.approx(1 / 1.25)
     assert controls["spin_throughput_ratio"] == pytest.approx(1 / 2.0)
+    assert controls["pipeline_throughput_ratio"] == pytest.approx(1 / 1.6)
     assert controls["per_batch_us"]["ArraySharder.shard"] == pytest.approx(1.25 / 4 * 1e6)
