@@ -451,7 +451,7 @@ def main() -> None:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="v5e")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
-    parser.add_argument("--images", type=int, help="how many images (8 or more batches' worth)")
+    parser.add_argument("--images", type=int, help="how many images (the preset's by default)")
     parser.add_argument("--processes", type=int, nargs="*")
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--timeout-s", type=float)
