@@ -257,13 +257,20 @@ def _run_child(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     return json.loads(lines[-1][len(CHILD_MARK) :])
 
 
-def _prepare(folder: Path, preset: Preset) -> dict[str, Any]:
-    """The image file and the token corpus (store and ArrayRecord files) in `folder`."""
+def _prepare(folder: Path, preset: Preset, cases: tuple[str, ...]) -> dict[str, Any]:
+    """The image file (the copy uses it in every run) and, with the tokens case, the
+    token corpus, in `folder`."""
     from benchmarks._image_stage import write_images
-    from datarax.pipeline import write_documents
 
     images = str(folder / "images.npy")
     write_images(images, preset.images, preset.side)
+    return {"images": images} | (_token_corpus(folder, preset) if "tokens" in cases else {})
+
+
+def _token_corpus(folder: Path, preset: Preset) -> dict[str, Any]:
+    """Random documents written as a token store and as ArrayRecord files in `folder`."""
+    from datarax.pipeline import write_documents
+
     rng = np.random.default_rng(0)
     lengths = rng.integers(preset.length // 8, preset.length * 2, preset.documents)
     documents = [rng.integers(1, 32_000, n).astype(np.int32) for n in lengths]
@@ -276,7 +283,6 @@ def _prepare(folder: Path, preset: Preset) -> dict[str, Any]:
     tokens = int(lengths.sum())
     rows = tokens // preset.length
     return {
-        "images": images,
         "store": str(folder / "store"),
         "store_documents": len(store),
         "array_record": files,
@@ -287,7 +293,7 @@ def _prepare(folder: Path, preset: Preset) -> dict[str, Any]:
 
 
 def _candidates(
-    preset: Preset, data: dict[str, Any], folder: Path, cases: tuple[str, ...] = CASES
+    preset: Preset, data: dict[str, Any], folder: Path, cases: tuple[str, ...]
 ) -> dict[str, dict[str, Any]]:
     image = {
         "case": "images",
@@ -296,19 +302,21 @@ def _candidates(
         "epochs": preset.epochs,
         "batches_per_epoch": preset.images // preset.batch_size,
     }
-    token = {
-        "case": "tokens",
-        "store": data["store"],
-        "files": data["array_record"],
-        "cache_dir": str(folder / "index"),
-        "length": preset.length,
-        "batch_size": preset.token_batch,
-        "method": "concat",
-        "order": "shuffled",
-        "epochs": preset.epochs,
-        "batches_per_epoch": data["token_batches_per_epoch"],
-        "max_pieces": data["max_pieces"],
-    }
+    token: dict[str, Any] | None = None
+    if "tokens" in cases:
+        token = {
+            "case": "tokens",
+            "store": data["store"],
+            "files": data["array_record"],
+            "cache_dir": str(folder / "index"),
+            "length": preset.length,
+            "batch_size": preset.token_batch,
+            "method": "concat",
+            "order": "shuffled",
+            "epochs": preset.epochs,
+            "batches_per_epoch": data["token_batches_per_epoch"],
+            "max_pieces": data["max_pieces"],
+        }
     chosen: dict[str, dict[str, Any]] = {
         "copy": {
             "case": "copy",
@@ -328,7 +336,7 @@ def _candidates(
                 chosen[f"images Grain processes={count} {where}"] = (
                     image | common | {"loader": "grain"}
                 )
-            if "tokens" not in cases:
+            if token is None:
                 continue
             chosen[f"tokens Pipeline workers={count} {where}"] = (
                 token | common | {"loader": "ours-store"}
@@ -393,7 +401,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="feed_device_") as temporary:
         folder = Path(temporary)
         start = time.perf_counter()
-        data = _prepare(folder, preset)
+        data = _prepare(folder, preset, cases)
         results["data"] = {k: v for k, v in data.items() if k != "array_record"}  # type: ignore[assignment]
         results["data"]["prepare_s"] = time.perf_counter() - start
         print(f"data ready in {results['data']['prepare_s']:.1f} s", flush=True)
